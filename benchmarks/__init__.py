@@ -1,0 +1,1 @@
+"""Benchmarks for trio_h2t (see README.md)."""

@@ -1,0 +1,196 @@
+"""Control items: what stream tasks and the reader ask loopy to do.
+
+A control item is *not* an HTTP/2 frame. Some become frames when loopy handles them
+(HEADERS, DATA, RST_STREAM, WINDOW_UPDATE, PING, GOAWAY, SETTINGS); others only tell
+loopy to change its own state (a stream's window reopened, a stream is finished).
+There is one small immutable class per intent, as in grpc-go's ``controlbuf.go``.
+
+Throttling
+----------
+Each class says whether it is *throttled* (``throttled`` class attribute). Every item
+that is not HEADERS or DATA is throttled: above all the ones queued *in response to*
+the peer (SETTINGS ack, PING ack, RST_STREAM, window updates), which a peer can make
+us queue without bound by sending frames and never reading. While the control buffer
+holds ``throttle_limit`` or more throttled items, the reader stops reading (see
+``_controlbuf.py``). HEADERS and DATA are bounded elsewhere (stream quota and write
+quota), so they are not counted.
+
+Orphaning
+---------
+When the control buffer is finished, every item it still holds is *orphaned* exactly
+once: ``item.orphan(error)`` runs. Most items have nothing to release. A stream start
+fails its stream (``on_orphaned``), and a data item releases its payload
+(``on_release``), so nobody waits forever on work that will never be written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+__all__ = [
+    "CloseConnection",
+    "ControlItem",
+    "Data",
+    "GoAway",
+    "Headers",
+    "PeerResponse",
+    "Ping",
+    "ResetStream",
+    "Settings",
+    "StartStream",
+    "StreamDone",
+    "WindowOpened",
+    "WindowUpdate",
+]
+
+HeaderList = Sequence[tuple[bytes, bytes]]
+
+
+class ControlItem:
+    """Base class of every control item."""
+
+    __slots__ = ()
+
+    #: True if this item counts toward the control buffer's throttle.
+    throttled: ClassVar[bool] = True
+
+    def orphan(self, error: BaseException) -> None:
+        """Release what this item holds; it will never be handled.
+
+        Called at most once, by the control buffer, after ``finish(error)``.
+        Must not raise and must not block.
+        """
+
+
+# ---------------------------------------------------------------- HEADERS and DATA
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StartStream(ControlItem):
+    """Client only: open a new stream. Loopy assigns its id and writes HEADERS.
+
+    Stream ids are assigned when the HEADERS are framed, so they always go out in
+    increasing order (h2 requires it); loopy then calls ``on_started(stream_id)``.
+    ``on_orphaned(error)`` fails the waiting stream instead when the connection
+    closes first (grpclib #216 hung here).
+    """
+
+    throttled: ClassVar[bool] = False
+    headers: HeaderList
+    end_stream: bool
+    on_started: Callable[[int], None]
+    on_orphaned: Callable[[BaseException], None]
+
+    def orphan(self, error: BaseException) -> None:
+        self.on_orphaned(error)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Headers(ControlItem):
+    """HEADERS on an existing stream: response headers, or trailers if ``end_stream``.
+
+    Queued behind the stream's pending data, so trailers follow the body.
+    """
+
+    throttled: ClassVar[bool] = False
+    stream_id: int
+    headers: HeaderList
+    end_stream: bool
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Data(ControlItem):
+    """DATA for one stream. Loopy writes it in quanta, round robin, within flow control.
+
+    ``on_release`` (if set) runs once, when loopy has written the whole payload or
+    when the item is orphaned; it returns the item's bytes to the stream's write quota.
+    """
+
+    throttled: ClassVar[bool] = False
+    stream_id: int
+    payload: bytes | bytearray | memoryview
+    end_stream: bool
+    on_release: Callable[[], None] | None = None
+
+    def orphan(self, error: BaseException) -> None:
+        if self.on_release is not None:
+            self.on_release()
+
+
+# ---------------------------------------------------------------- throttled items
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ResetStream(ControlItem):
+    """Send RST_STREAM(``error_code``) and forget the stream's queued output."""
+
+    stream_id: int
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StreamDone(ControlItem):
+    """The stream finished both ways; loopy forgets it (no frame is written)."""
+
+    stream_id: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WindowUpdate(ControlItem):
+    """Grant the peer ``increment`` more bytes on ``stream_id`` (0 = connection)."""
+
+    stream_id: int
+    increment: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WindowOpened(ControlItem):
+    """The peer opened our send window (WINDOW_UPDATE or SETTINGS); 0 = connection.
+
+    Loopy wakes the streams parked on that window. No frame is written.
+    """
+
+    stream_id: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PeerResponse(ControlItem):
+    """A frame h2 queued by itself in response to the peer (``kind``: "ping-ack",
+    "settings-ack", "rst"). Its bytes already sit in h2's outbound buffer; the item
+    makes loopy flush them and makes them count toward the throttle.
+    """
+
+    kind: str
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Ping(ControlItem):
+    """Send PING with 8 bytes of ``data`` (keepalive, BDP probe, GOAWAY probe)."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Settings(ControlItem):
+    """Send SETTINGS with ``changes`` (setting code -> value)."""
+
+    changes: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GoAway(ControlItem):
+    """Send GOAWAY. trio_h2t frames it itself, outside h2's state machine (h2 #1181).
+
+    ``last_stream_id=None`` means the highest peer stream id we processed.
+    """
+
+    error_code: int
+    last_stream_id: int | None = None
+    debug_data: bytes = b""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CloseConnection(ControlItem):
+    """Flush everything queued before this item, then stop loopy."""
