@@ -20,7 +20,7 @@ def data(stream_id: int = 1, released: list[int] | None = None) -> Data:
         if released is not None:
             released.append(stream_id)
 
-    return Data(stream_id=stream_id, payload=b"x", end_stream=False, on_release=release)
+    return Data(stream=None, payload=b"x", end_stream=False, on_release=release)  # type: ignore[arg-type]
 
 
 def start(orphaned: list[BaseException]) -> StartStream:
@@ -217,7 +217,7 @@ def test_nothing_handed_out_after_finish_batch_is_orphaned() -> None:
 async def test_finish_wakes_get_and_readers_with_error() -> None:
     """A parked consumer and every parked reader wake with the finish error."""
     cb = ControlBuffer(throttle_limit=1)
-    cb.put(WindowUpdate(stream_id=0, increment=1))
+    cb.put(WindowUpdate(stream=None, increment=1))
     cb.get_nowait()
     cb.put(ping())  # count == limit: the gate is closed
     cb.get_nowait()

@@ -3,8 +3,21 @@
 General layout: every public name lives in a private ``_module`` and is re-exported
 here with ``from ._x import Y as Y``; tracebacks say ``trio_h2t.Y``. Nothing else is
 public. ``tests/test_exports.py`` checks it.
+
+- Client: :func:`open_connection` (TCP) / :func:`open_client_connection` (any
+  ``trio.abc.Stream``) give a :class:`ClientConnection`; its ``open_stream`` gives
+  an :class:`H2Stream`.
+- Server: :func:`serve_tcp` / :func:`serve_connection` run ``handler(stream)`` for
+  each incoming stream.
+- Errors: see ``_exceptions.py`` and ``docs/errors.md``.
 """
 
+from ._client import (
+    ClientConnection as ClientConnection,
+    open_client_connection as open_client_connection,
+    open_connection as open_connection,
+)
+from ._config import TransportConfig as TransportConfig
 from ._exceptions import (
     ConnectionClosingError as ConnectionClosingError,
     ConnectionLostError as ConnectionLostError,
@@ -14,18 +27,32 @@ from ._exceptions import (
     StreamRefusedError as StreamRefusedError,
     StreamResetError as StreamResetError,
 )
+from ._server import (
+    H2Server as H2Server,
+    serve_connection as serve_connection,
+    serve_tcp as serve_tcp,
+)
+from ._stream import H2Stream as H2Stream
 from ._util import fixup_module_metadata as _fixup_module_metadata
 from ._version import __version__ as __version__
 
 __all__ = [
+    "ClientConnection",
     "ConnectionClosingError",
     "ConnectionLostError",
     "H2ProtocolError",
+    "H2Server",
+    "H2Stream",
     "LocalProtocolError",
     "RemoteProtocolError",
     "StreamRefusedError",
     "StreamResetError",
+    "TransportConfig",
     "__version__",
+    "open_client_connection",
+    "open_connection",
+    "serve_connection",
+    "serve_tcp",
 ]
 
 _fixup_module_metadata(__name__, globals())

@@ -27,7 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from ._stream import H2Stream
 
 __all__ = [
     "CloseConnection",
@@ -95,7 +98,7 @@ class Headers(ControlItem):
     """
 
     throttled: ClassVar[bool] = False
-    stream_id: int
+    stream: H2Stream
     headers: HeaderList
     end_stream: bool
 
@@ -109,7 +112,7 @@ class Data(ControlItem):
     """
 
     throttled: ClassVar[bool] = False
-    stream_id: int
+    stream: H2Stream
     payload: bytes | bytearray | memoryview
     end_stream: bool
     on_release: Callable[[], None] | None = None
@@ -126,30 +129,33 @@ class Data(ControlItem):
 class ResetStream(ControlItem):
     """Send RST_STREAM(``error_code``) and forget the stream's queued output."""
 
-    stream_id: int
+    stream: H2Stream
     error_code: int
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class StreamDone(ControlItem):
-    """The stream finished both ways; loopy forgets it (no frame is written)."""
+    """The peer reset the stream (or it failed): loopy drops its queued output.
 
-    stream_id: int
+    No frame is written.
+    """
+
+    stream: H2Stream
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class WindowUpdate(ControlItem):
-    """Grant the peer ``increment`` more bytes on ``stream_id`` (0 = connection)."""
+    """Grant the peer ``increment`` more bytes on ``stream`` (None = connection)."""
 
-    stream_id: int
+    stream: H2Stream | None
     increment: int
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class WindowOpened(ControlItem):
-    """The peer opened our send window (WINDOW_UPDATE or SETTINGS); 0 = connection.
-
-    Loopy wakes the streams parked on that window. No frame is written.
+    """The peer opened our send window: 0 = the connection's (only the active
+    streams may move), -1 = every stream's (SETTINGS_INITIAL_WINDOW_SIZE grew),
+    otherwise that stream's. Loopy wakes the streams parked on it. No frame is written.
     """
 
     stream_id: int

@@ -1,0 +1,228 @@
+"""The HTTP/2 client: ``open_connection`` / ``open_client_connection`` and ``open_stream``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import final
+
+import trio
+from h2.errors import ErrorCodes
+
+from ._config import TransportConfig
+from ._connection import ConnectionCore
+from ._exceptions import ConnectionClosingError, ConnectionLostError
+from ._items import StartStream
+from ._loopy import LoopyStatistics
+from ._stream import H2Stream, _as_header_list
+from ._util import NoPublicConstructor
+
+__all__ = ["ClientConnection", "open_client_connection", "open_connection"]
+
+
+@final
+class ClientConnection(metaclass=NoPublicConstructor):
+    """An HTTP/2 client connection; open streams on it with :meth:`open_stream`."""
+
+    def __init__(self, core: ConnectionCore, authority: bytes, scheme: bytes) -> None:
+        self._core = core
+        self.authority = authority
+        self.scheme = scheme
+
+    @asynccontextmanager
+    async def open_stream(
+        self,
+        headers: Sequence[tuple[bytes | str, bytes | str]],
+        *,
+        end_stream: bool = False,
+    ) -> AsyncIterator[H2Stream]:
+        """Start a request; yield its :class:`H2Stream`.
+
+        ``headers`` must include the pseudo-headers (``:method``, ``:path``,
+        ``:scheme``, ``:authority``); :meth:`request_headers` builds them. With
+        ``end_stream`` the request has no body.
+
+        Checkpoint: entering always checkpoints (it may wait for stream quota under
+        the server's MAX_CONCURRENT_STREAMS). Leaving resets the stream with CANCEL
+        unless both directions completed; it does not block.
+
+        On cancellation: while waiting for quota, nothing was sent. Inside the block,
+        the stream is reset (RST_STREAM CANCEL) and its state freed.
+
+        Raises:
+            ConnectionClosingError: the connection is closing or closed, or the peer
+                sent GOAWAY (``retryable``: nothing was sent).
+        """
+        core = self._core
+        await core.acquire_stream_quota()
+        stream = H2Stream._create(core, stream_id=0, headers=None)
+        stream._headers_sent = True
+        if end_stream:
+            stream._end_queued = True
+
+        def on_started(stream_id: int) -> None:
+            if stream._closed:  # reset before its HEADERS went out
+                stream.stream_id = stream_id
+                return
+            core.register_client_stream(stream, stream_id)
+
+        def on_orphaned(error: BaseException) -> None:
+            exc = ConnectionClosingError("the stream could not start: the connection is closing")
+            exc.__cause__ = error
+            stream._fail(exc)
+            stream._out_done = True
+            core.stream_closed(stream)
+
+        try:
+            core.cbuf.put(
+                StartStream(_as_header_list(headers), end_stream, on_started, on_orphaned)
+            )
+        except ConnectionClosingError:
+            core.release_stream_quota()
+            raise core.closing_error() from None
+        try:
+            yield stream
+        finally:
+            if not stream._closed:
+                stream.reset(ErrorCodes.CANCEL)
+
+    def request_headers(
+        self,
+        method: str,
+        path: str,
+        extra: Sequence[tuple[bytes | str, bytes | str]] = (),
+    ) -> list[tuple[bytes, bytes]]:
+        """Pseudo-headers for a request on this connection, followed by ``extra``."""
+        return [
+            (b":method", method.encode("ascii")),
+            (b":scheme", self.scheme),
+            (b":authority", self.authority),
+            (b":path", path.encode("ascii")),
+            *_as_header_list(extra),
+        ]
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: Sequence[tuple[bytes | str, bytes | str]] = (),
+        body: bytes = b"",
+    ) -> tuple[list[tuple[bytes, bytes]], bytes, list[tuple[bytes, bytes]]]:
+        """Convenience: one whole request; returns (response headers, body, trailers).
+
+        Checkpoint: always.
+        """
+        async with self.open_stream(
+            self.request_headers(method, path, headers), end_stream=not body
+        ) as stream:
+            if body:
+                await stream.send_data(body, end_stream=True)
+            response = await stream.receive_headers()
+            data = await stream.read_all()
+            return response, data, stream.trailers or []
+
+    @property
+    def open_streams(self) -> int:
+        """Streams currently open on this connection."""
+        return self._core.open_streams
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the connection ended, or None while it is usable."""
+        return self._core.error
+
+    def loopy_statistics(self) -> LoopyStatistics:
+        """Counters of this connection's writer task."""
+        return self._core.loopy.statistics()
+
+    async def aclose(self) -> None:
+        """Close gracefully: GOAWAY, let open streams finish (bounded), then stop.
+
+        Checkpoint: always.
+        """
+        await self._core.graceful_close()
+
+
+@asynccontextmanager
+async def open_client_connection(
+    transport: trio.abc.Stream,
+    *,
+    authority: str = "localhost",
+    scheme: str = "http",
+    config: TransportConfig | None = None,
+) -> AsyncIterator[ClientConnection]:
+    """Run an HTTP/2 client over any ``trio.abc.Stream`` (prior knowledge).
+
+    The connection's reader and loopy run in a nursery owned by this context
+    manager. Leaving the block closes the connection gracefully (GOAWAY, bounded
+    wait), or at once if the block raised; either way no task outlives it, and the
+    transport is closed.
+
+    Checkpoint: entering (it waits for the server's SETTINGS, at most
+    ``config.handshake_timeout``) and leaving.
+
+    Raises:
+        ConnectionLostError: the server did not complete the handshake.
+    """
+    config = config or TransportConfig()
+    core = ConnectionCore(transport, client_side=True, config=config)
+    try:
+        async with _unwrap_single(), trio.open_nursery() as nursery:
+            await core.send_preface()
+            nursery.start_soon(core.run_reader, name="h2-reader")
+            nursery.start_soon(core.run_loopy, name="h2-loopy")
+            with trio.move_on_after(config.handshake_timeout):
+                await core.settings_received.wait()
+            if core.error is not None or not core.settings_received.is_set():
+                err = ConnectionLostError("the server did not complete the HTTP/2 handshake")
+                err.__cause__ = core.error
+                nursery.cancel_scope.cancel()
+                raise err
+            conn = ClientConnection._create(core, authority.encode("ascii"), scheme.encode())
+            try:
+                yield conn
+            except BaseException as exc:
+                core.fail(ConnectionClosingError("the client connection was closed"), finish=True)
+                nursery.cancel_scope.cancel()
+                del exc
+                raise
+            else:
+                with trio.CancelScope(shield=True):
+                    await core.graceful_close()
+            nursery.cancel_scope.cancel()
+    finally:
+        await trio.aclose_forcefully(transport)
+
+
+@asynccontextmanager
+async def _unwrap_single() -> AsyncIterator[None]:
+    # The connection's nursery wraps the user's exception in an ExceptionGroup
+    # (strict groups); when it is the only one, give the user their own exception.
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group.exceptions[0].__cause__
+        raise
+
+
+@asynccontextmanager
+async def open_connection(
+    host: str,
+    port: int,
+    *,
+    config: TransportConfig | None = None,
+) -> AsyncIterator[ClientConnection]:
+    """Connect over TCP (h2c, prior knowledge) and run a client connection.
+
+    Checkpoint: always. See :func:`open_client_connection`.
+    """
+    try:
+        transport = await trio.open_tcp_stream(host, port)
+    except OSError as exc:
+        err = ConnectionLostError(f"cannot connect to {host}:{port}: {exc.strerror or exc}")
+        raise err from exc
+    authority = f"{host}:{port}" if port not in (80,) else host
+    async with open_client_connection(transport, authority=authority, config=config) as conn:
+        yield conn

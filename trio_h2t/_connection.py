@@ -1,0 +1,562 @@
+"""ConnectionCore: the state one HTTP/2 connection shares between its tasks, and the reader.
+
+Theory of operation
+-------------------
+A connection runs in one nursery holding (``docs/architecture.md`` has the picture):
+
+- the **reader** (``run_reader``): waits on the control buffer's throttle gate, reads
+  from the transport, feeds ``h2``, and dispatches the events to streams. It never
+  waits on a stream, and never writes: frames h2 queues by itself in response to the
+  peer (PING ack, SETTINGS ack, RST_STREAM) are announced to loopy as throttled
+  ``PeerResponse`` items, so a peer that floods them without reading is stopped by
+  the gate instead of being buffered without bound;
+- **loopy** (``_loopy.py``): the only task that frames bytes and writes;
+- the **stream tasks**: handlers on a server, the user's tasks on a client.
+
+Ownership: fields are tagged with the task that owns them. Everything runs on one
+thread and every shared mutation happens between two awaits.
+
+Errors are sticky: the first error that ends the connection is kept in ``error``;
+every stream still open fails with it, the control buffer is finished with it (so
+queued stream starts are orphaned with a clear error), and every later call fails
+fast with a ``ConnectionClosingError`` whose ``__cause__`` is that error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+
+import h2.events
+import h2.exceptions
+import trio
+from h2.errors import ErrorCodes
+from h2.settings import SettingCodes
+
+from ._config import RFC_DEFAULT_WINDOW, TransportConfig
+from ._controlbuf import ControlBuffer
+from ._exceptions import (
+    ConnectionClosingError,
+    ConnectionLostError,
+    RemoteProtocolError,
+    StreamRefusedError,
+    StreamResetError,
+)
+from ._flow import BDP_PING_DATA, BdpEstimator, ConnectionInFlow
+from ._h2state import GoAwayReceived, H2State, make_h2_state
+from ._items import (
+    CloseConnection,
+    GoAway,
+    PeerResponse,
+    Ping,
+    ResetStream,
+    Settings,
+    StreamDone,
+    WindowOpened,
+    WindowUpdate,
+)
+from ._loopy import Loopy
+from ._stream import H2Stream, HeaderList
+
+__all__ = ["ConnectionCore", "Handler"]
+
+log = logging.getLogger("trio_h2t")
+# hpack logs at DEBUG per header; even disabled, those calls cost 3-5 % (peers §1.6).
+logging.getLogger("hpack").setLevel(logging.WARNING)
+logging.getLogger("hpack.hpack").setLevel(logging.WARNING)
+
+Handler = Callable[[H2Stream], Awaitable[None]]
+
+
+class _PeerClosed(Exception):
+    """The transport reached EOF."""
+
+
+class ConnectionCore:
+    """Shared state of one connection (client or server). Built by client/server code."""
+
+    def __init__(
+        self,
+        transport: trio.abc.Stream,
+        *,
+        client_side: bool,
+        config: TransportConfig,
+        handler: Handler | None = None,
+    ) -> None:
+        self.config = config  # immutable after init
+        self.client_side = client_side  # immutable after init
+        self.transport = transport  # reads: reader; writes: loopy
+        self.h2: H2State = make_h2_state(
+            client_side=client_side,
+            max_concurrent_streams=config.max_concurrent_streams,
+            initial_window_size=config.initial_window_size,
+            max_header_list_size=config.max_header_list_size,
+        )
+        self.cbuf = ControlBuffer(throttle_limit=config.throttle_limit)
+        self.loopy = Loopy(self, transport)
+        self._handler = handler  # immutable after init (server only)
+        self.handler_nursery: trio.Nursery | None = None  # set once by the server
+
+        #: Stream window for new streams (grows with the BDP estimate). Owner: reader.
+        self.initial_window_size = config.initial_window_size
+        # owner: reader (loopy adds client streams when it writes their HEADERS).
+        self._streams: dict[int, H2Stream] = {}
+        self._in_flow = ConnectionInFlow(config.connection_window_size, config.window_update_ratio)
+        self._bdp = (
+            BdpEstimator(config.initial_window_size, config.max_window_size)
+            if config.dynamic_window
+            else None
+        )
+
+        # -- lifecycle, shared: set once each
+        self.error: BaseException | None = None  # sticky: why the connection ended
+        self.goaway_received: GoAwayReceived | None = None  # owner: reader
+        self.goaway_sent_last_id: int | None = None  # owner: loopy
+        self.closing = False  # graceful close started: no new streams from us
+        self._idle = trio.Event()  # set when no stream is open while closing
+        self.settings_received = trio.Event()  # the peer's first SETTINGS arrived
+        self.done = trio.Event()  # set once the connection is over
+
+        # -- stream quota (client): how many more streams the peer allows us
+        self._peer_max_streams = 100  # grpc-go's default until the first SETTINGS
+        self._open_outbound = 0  # shared: +1 in open_stream, -1 when a stream closes
+        self._quota_lot = trio.lowlevel.ParkingLot()
+        self._open_inbound = 0  # owner: reader (server)
+
+    # ------------------------------------------------------------------ start-up
+
+    async def send_preface(self) -> None:
+        """Write the preface, our SETTINGS and the connection WINDOW_UPDATE.
+
+        Written directly, before loopy starts (as grpc-go does). Checkpoint: always.
+        """
+        self.h2.initiate_connection()
+        extra = self.config.connection_window_size - RFC_DEFAULT_WINDOW
+        if extra > 0:
+            self.h2.increment_flow_control_window(extra)
+        await self.transport.send_all(self.h2.data_to_send())
+
+    # ------------------------------------------------------------------ reader
+
+    async def run_reader(self) -> None:
+        """Read until EOF, a protocol error, or the connection is finished.
+
+        Never raises for a connection ending (that becomes ``self.error``); raises
+        only for bugs. Checkpoint: always.
+        """
+        transport = self.transport
+        size = self.config.read_buffer_size
+        state = self.h2
+        cbuf = self.cbuf
+        try:
+            while True:
+                await cbuf.wait_unthrottled()
+                data = await transport.receive_some(size)
+                if not data:
+                    raise _PeerClosed
+                before = state.pending_bytes()
+                try:
+                    events = state.receive_data(data)
+                except h2.exceptions.ProtocolError as exc:
+                    self._dispatch(state.events_before_error)
+                    # h2 queued GOAWAY(code); let loopy flush it, then stop.
+                    code = getattr(exc, "error_code", ErrorCodes.PROTOCOL_ERROR)
+                    error = RemoteProtocolError(str(exc) or type(exc).__name__, error_code=code)
+                    error.__cause__ = exc
+                    self._put(CloseConnection())
+                    self.fail(error, finish=False)
+                    return
+                announced = self._dispatch(events)
+                if not announced and state.pending_bytes() > before:
+                    self._put(PeerResponse("auto"))
+        except _PeerClosed:
+            self._on_eof()
+        except ConnectionClosingError:
+            pass  # finished: the connection is going away
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            if self.error is None:
+                err = ConnectionLostError("the connection was lost")
+                err.__cause__ = exc
+                self.fail(err)
+
+    def _on_eof(self) -> None:
+        if self.error is not None:
+            return
+        if not self._streams and (self.goaway_received or self.closing):
+            self.fail(ConnectionClosingError("the connection was closed"))
+        else:
+            self.fail(ConnectionLostError("the peer closed the connection"))
+
+    def _dispatch(self, events: list[h2.events.Event]) -> bool:
+        """Hand events to streams. Returns True if a PeerResponse was put."""
+        announced = False
+        streams = self._streams
+        for ev in events:
+            kind = type(ev)
+            if kind is h2.events.DataReceived:
+                assert isinstance(ev, h2.events.DataReceived)
+                n = ev.flow_controlled_length
+                inc = self._in_flow.on_data(n)
+                if inc:
+                    self._put(WindowUpdate(None, inc))
+                if self._bdp is not None and self._bdp.add(n):
+                    flushed = self._in_flow.reset()
+                    if flushed:
+                        self._put(WindowUpdate(None, flushed))
+                    self._put(Ping(BDP_PING_DATA))
+                stream = streams.get(ev.stream_id)
+                if stream is not None:
+                    stream._on_data(ev.data, n)
+            elif kind is h2.events.RequestReceived:
+                assert isinstance(ev, h2.events.RequestReceived)
+                announced |= self._on_request(ev)
+            elif kind is h2.events.ResponseReceived:
+                assert isinstance(ev, h2.events.ResponseReceived)
+                stream = streams.get(ev.stream_id)
+                if stream is not None:
+                    stream._on_headers(list(ev.headers))
+            elif kind is h2.events.TrailersReceived:
+                assert isinstance(ev, h2.events.TrailersReceived)
+                stream = streams.get(ev.stream_id)
+                if stream is not None:
+                    stream._on_trailers(list(ev.headers))
+            elif kind is h2.events.StreamEnded:
+                assert isinstance(ev, h2.events.StreamEnded)
+                stream = streams.get(ev.stream_id)
+                if stream is not None:
+                    stream._on_end()
+                    if stream._out_done:
+                        self.stream_closed(stream)
+            elif kind is h2.events.StreamReset:
+                assert isinstance(ev, h2.events.StreamReset)
+                if not ev.remote_reset:
+                    self._put(PeerResponse("rst"))  # h2 answered with RST_STREAM
+                    announced = True
+                self._on_stream_reset(ev)
+            elif kind is h2.events.WindowUpdated:
+                assert isinstance(ev, h2.events.WindowUpdated)
+                self._put(WindowOpened(ev.stream_id))
+            elif kind is h2.events.RemoteSettingsChanged:
+                assert isinstance(ev, h2.events.RemoteSettingsChanged)
+                self._put(PeerResponse("settings-ack"))
+                announced = True
+                self._on_settings(ev)
+            elif kind is h2.events.PingReceived:
+                self._put(PeerResponse("ping-ack"))
+                announced = True
+            elif kind is h2.events.PingAckReceived:
+                assert isinstance(ev, h2.events.PingAckReceived)
+                if ev.ping_data == BDP_PING_DATA and self._bdp is not None:
+                    self._on_bdp_ack()
+            elif kind is GoAwayReceived:
+                assert isinstance(ev, GoAwayReceived)
+                self._on_goaway(ev)
+            # Others (SettingsAcknowledged, PriorityUpdated, InformationalResponse,
+            # UnknownFrameReceived, ...) need nothing from us.
+        return announced
+
+    def _on_request(self, ev: h2.events.RequestReceived) -> bool:
+        sid = ev.stream_id
+        assert ev.headers is not None
+        if (
+            self.closing
+            or self._handler is None
+            or self.handler_nursery is None
+            or self._open_inbound >= self.config.max_concurrent_streams
+        ):
+            # Refused before any handler sees it; h2 already decoded the header
+            # block, so HPACK stays in sync, and the connection lives on.
+            self.h2.reset_stream(sid, ErrorCodes.REFUSED_STREAM)
+            self._put(PeerResponse("rst"))
+            return True
+        stream = H2Stream._create(self, stream_id=sid, headers=list(ev.headers))
+        streams = self._streams
+        streams[sid] = stream
+        self._open_inbound += 1
+        self.handler_nursery.start_soon(self._run_handler, stream, name=f"h2-stream-{sid}")
+        return False
+
+    async def _run_handler(self, stream: H2Stream) -> None:
+        handler = self._handler
+        assert handler is not None
+        scope = trio.CancelScope()
+        stream._cancel_scope = scope
+        try:
+            with scope:
+                await handler(stream)
+        except Exception:
+            log.exception("handler for stream %d raised; resetting it", stream.stream_id)
+            stream.reset(ErrorCodes.INTERNAL_ERROR)
+        finally:
+            if not stream._closed:
+                if stream._end_queued and stream._error is None:
+                    # The response is complete: close the request side too
+                    # (RST_STREAM(NO_ERROR) after the response, if still open).
+                    if stream._out_done:
+                        if not stream._recv_ended:
+                            self.reset_stream(stream, ErrorCodes.NO_ERROR, None)
+                    else:
+                        stream._rst_on_end = True
+                else:
+                    code = (
+                        ErrorCodes.CANCEL if scope.cancelled_caught else ErrorCodes.INTERNAL_ERROR
+                    )
+                    stream.reset(code)
+
+    def _on_stream_reset(self, ev: h2.events.StreamReset) -> None:
+        stream = self._streams.get(ev.stream_id)
+        if stream is None:
+            return
+        code = ev.error_code if ev.error_code is not None else ErrorCodes.NO_ERROR
+        if ev.remote_reset and code == ErrorCodes.NO_ERROR and stream._recv_ended:
+            # The peer finished its side and does not want the rest of ours
+            # (RFC 9113 §8.1): what we received stays readable.
+            self._put(StreamDone(stream))
+            stream._out_done = True
+            self.stream_closed(stream)
+            return
+        if ev.remote_reset and code == ErrorCodes.REFUSED_STREAM:
+            error: StreamResetError = StreamRefusedError(ev.stream_id, code, remote=True)
+        else:
+            error = StreamResetError(ev.stream_id, code, remote=ev.remote_reset)
+        stream._fail(error)
+        self._put(StreamDone(stream))
+        self.stream_closed(stream)
+        if stream._cancel_scope is not None:
+            stream._cancel_scope.cancel()
+
+    def _on_settings(self, ev: h2.events.RemoteSettingsChanged) -> None:
+        changed = ev.changed_settings
+        mcs = changed.get(SettingCodes.MAX_CONCURRENT_STREAMS)
+        if mcs is not None and self.client_side:
+            self._peer_max_streams = mcs.new_value
+            self._quota_lot.unpark_all()
+        elif self.client_side and not self.settings_received.is_set():
+            # The first SETTINGS omitted it: no limit (RFC 9113 §6.5.2).
+            self._peer_max_streams = 2**31
+            self._quota_lot.unpark_all()
+        iws = changed.get(SettingCodes.INITIAL_WINDOW_SIZE)
+        if iws is not None and (iws.original_value is None or iws.new_value > iws.original_value):
+            self._put(WindowOpened(-1))
+        self.settings_received.set()
+
+    def _on_bdp_ack(self) -> None:
+        assert self._bdp is not None
+        window = self._bdp.calculate()
+        if not window:
+            return
+        self.initial_window_size = window
+        inc = self._in_flow.new_limit(window)
+        if inc:
+            self._put(WindowUpdate(None, inc))
+        for stream in self._streams.values():
+            grant = stream._in_flow.new_limit(window)
+            if grant and not stream._recv_ended:
+                self._put(WindowUpdate(stream, grant))
+        self._put(Settings(((SettingCodes.INITIAL_WINDOW_SIZE, window),)))
+
+    def _on_goaway(self, ev: GoAwayReceived) -> None:
+        previous = self.goaway_received
+        self.goaway_received = ev
+        if not self.client_side:
+            return  # a client's GOAWAY only means it opens no more streams
+        upper = previous.last_stream_id if previous is not None else 2**31
+        for sid, stream in list(self._streams.items()):
+            if ev.last_stream_id < sid <= upper:
+                # The server never processed it: safe to retry elsewhere.
+                stream._fail(StreamRefusedError(sid, ErrorCodes.REFUSED_STREAM, remote=True))
+                self._put(StreamDone(stream))
+                self.stream_closed(stream)
+        self._quota_lot.unpark_all()  # waiters in open_stream must now fail
+        if not self._streams:
+            self._idle.set()
+
+    # ------------------------------------------------------------------ streams
+
+    def _put(self, item: object) -> None:
+        # After finish the connection is going away: nothing more is owed.
+        with contextlib.suppress(ConnectionClosingError):
+            self.cbuf.put(item)  # type: ignore[arg-type]
+
+    def find_stream(self, stream_id: int) -> H2Stream | None:
+        return self._streams.get(stream_id)
+
+    def streams_waiting_on_window(self) -> Iterator[H2Stream]:
+        return iter(list(self._streams.values()))
+
+    def register_client_stream(self, stream: H2Stream, stream_id: int) -> None:
+        """Loopy wrote the HEADERS of a client stream: it now has an id."""
+        stream.stream_id = stream_id
+        self._streams[stream_id] = stream
+
+    def stream_closed(self, stream: H2Stream) -> None:
+        """Both directions are over, or the stream was reset. Idempotent."""
+        if stream._closed:
+            return
+        stream._closed = True
+        stream._in_flow.release()
+        stream._recv_lot.unpark_all()
+        stream._quota_lot.unpark_all()
+        if self._streams.pop(stream.stream_id, None) is not None or stream.stream_id == 0:
+            if self.client_side:
+                self._open_outbound -= 1
+                if self._quota_lot:
+                    self._quota_lot.unpark()
+            else:
+                self._open_inbound -= 1
+        if not self._streams and (self.closing or self.goaway_received is not None):
+            self._idle.set()
+
+    def local_end_written(self, stream: H2Stream) -> None:
+        """Loopy wrote our END_STREAM for ``stream``."""
+        if stream._recv_ended or stream._reset_sent:
+            self.stream_closed(stream)
+
+    def reset_stream(self, stream: H2Stream, code: int, error: BaseException | None) -> None:
+        """Reset ``stream`` from a stream task: fail it now, RST_STREAM via loopy."""
+        if stream._closed:
+            return
+        if error is not None:
+            stream._fail(error)
+        self.stream_closed(stream)
+        self._put(ResetStream(stream, code))
+
+    def send_window_update(self, stream: H2Stream, increment: int) -> None:
+        self._put(WindowUpdate(stream, increment))
+
+    def prune(self) -> None:
+        self.h2.prune_closed_streams()
+
+    # -- client stream quota --------------------------------------------------------
+
+    def refuse_new_stream_error(self) -> BaseException | None:
+        """Why a new stream may not start now, or None."""
+        if self.error is not None:
+            return self.closing_error()
+        if self.goaway_received is not None or self.closing:
+            exc = ConnectionClosingError("the connection is closing (GOAWAY); retry elsewhere")
+            exc.__cause__ = self.error
+            return exc
+        return None
+
+    async def acquire_stream_quota(self) -> None:
+        """Wait until the peer's MAX_CONCURRENT_STREAMS admits one more stream.
+
+        Checkpoint: always. On cancellation: no quota is held.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        parked = False
+        while True:
+            error = self.refuse_new_stream_error()
+            if error is not None:
+                raise error
+            if self._open_outbound < self._peer_max_streams:
+                break
+            parked = True
+            await self._quota_lot.park()
+        self._open_outbound += 1
+        if self._open_outbound < self._peer_max_streams and self._quota_lot:
+            self._quota_lot.unpark()  # chain: the limit may have grown by more than one
+        if not parked:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def release_stream_quota(self) -> None:
+        self._open_outbound -= 1
+        if self._quota_lot:
+            self._quota_lot.unpark()
+
+    # -- loopy callbacks ---------------------------------------------------------------
+
+    def on_ping_written(self, data: bytes) -> None:
+        if data == BDP_PING_DATA and self._bdp is not None:
+            self._bdp.timesnap()
+
+    def on_goaway_written(self, last_stream_id: int) -> None:
+        self.goaway_sent_last_id = last_stream_id
+
+    # ------------------------------------------------------------------ shutdown
+
+    def closing_error(self) -> ConnectionClosingError:
+        exc = ConnectionClosingError("the connection is closed")
+        exc.__cause__ = self.error
+        return exc
+
+    def fail(self, error: BaseException, *, finish: bool = True) -> None:
+        """End the connection because of ``error``. Synchronous and idempotent.
+
+        Every open stream fails with a ConnectionLostError / ConnectionClosingError
+        caused by ``error``; with ``finish`` the control buffer is finished too, so
+        queued stream starts are orphaned and nothing more is written. (The reader
+        passes ``finish=False`` after a protocol error so loopy can still flush h2's
+        GOAWAY; loopy finishes the buffer on its way out.)
+        """
+        if self.error is None:
+            self.error = error
+        for stream in list(self._streams.values()):
+            if isinstance(error, trio.BrokenResourceError):
+                stream_error: BaseException = ConnectionLostError("the connection was lost")
+            else:
+                stream_error = ConnectionClosingError("the connection was closed")
+            stream_error.__cause__ = error
+            stream._fail(stream_error)
+            self.stream_closed(stream)
+            if stream._cancel_scope is not None:
+                stream._cancel_scope.cancel()
+        self._quota_lot.unpark_all()
+        self._idle.set()
+        self.settings_received.set()
+        if finish:
+            self.cbuf.finish(error)
+        self.done.set()
+
+    async def run_loopy(self) -> None:
+        """Run loopy; turn how it ends into the connection's fate. Checkpoint: always."""
+        try:
+            await self.loopy.run()
+        except ConnectionClosingError:
+            pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            err = ConnectionLostError("writing to the connection failed")
+            err.__cause__ = exc
+            self.fail(err)
+        finally:
+            if self.error is None:
+                self.fail(ConnectionClosingError("the connection was closed"))
+            else:
+                self.cbuf.finish(self.error)
+            self.done.set()
+
+    async def graceful_close(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Send GOAWAY, let open streams finish (up to ``timeout``), then stop loopy.
+
+        Checkpoint: always. On cancellation: stops waiting; the caller tears down.
+        """
+        if timeout is None:
+            timeout = self.config.graceful_close_timeout
+        if not self.closing and self.error is None:
+            self.closing = True
+            last = 0 if self.client_side else None
+            self._put(GoAway(ErrorCodes.NO_ERROR, last_stream_id=last))
+            if not self._streams:
+                self._idle.set()
+        with trio.move_on_after(timeout):
+            await self._idle.wait()
+        if self.error is None:
+            self._put(CloseConnection())
+        with trio.move_on_after(max(timeout, 1.0)):
+            await self.done.wait()
+
+    @property
+    def open_streams(self) -> int:
+        return len(self._streams)
+
+    def streams(self) -> list[H2Stream]:
+        return list(self._streams.values())
+
+    @staticmethod
+    def header_value(headers: HeaderList | None, name: bytes) -> bytes | None:
+        for k, v in headers or ():
+            if k == name:
+                return v
+        return None

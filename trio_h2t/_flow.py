@@ -1,0 +1,200 @@
+"""Inbound flow-control accounting: when to send WINDOW_UPDATE. Sans-IO, no trio.
+
+Theory of operation
+-------------------
+h2 enforces the windows (a peer that overruns one gets FLOW_CONTROL_ERROR) and frames
+the WINDOW_UPDATEs; this module only decides *when* credit goes back, following
+grpc-go's ``inFlow`` / ``trInFlow`` (reference §3):
+
+- The **connection** window is replenished on *receipt* (``ConnectionInFlow``), so a
+  slow stream can never starve the others of connection window.
+- A **stream** window is replenished as the *application consumes* data
+  (``StreamInFlow.on_read``), so an application that stops reading stops its peer
+  after one window: memory per stream stays bounded by that window.
+- Either sends its update once ``ratio`` (default 1/4) of its window is pending, so
+  updates are coalesced, not one per frame.
+- A read larger than what the peer may still send gets an immediate grant
+  (``StreamInFlow.request``, grpc-go's ``maybeAdjust``), so a message bigger than
+  the window cannot deadlock.
+- When a stream ends, is reset or is cancelled, its unread bytes are released
+  (``StreamInFlow.release``): nothing is owed to a finished stream, and the
+  connection window already has them back.
+
+Conservation (checked by the tests): for each stream,
+``received == consumed_and_acked + pending_update + pending_data`` where
+``pending_data`` is what the application has not read yet.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import final
+
+__all__ = ["BdpEstimator", "ConnectionInFlow", "StreamInFlow"]
+
+
+@final
+class ConnectionInFlow:
+    """Connection-level receive window, replenished on receipt. Owner: reader."""
+
+    __slots__ = ("limit", "ratio", "received", "unacked")
+
+    def __init__(self, limit: int, ratio: float) -> None:
+        self.limit = limit  # the window we have granted the peer
+        self.ratio = ratio
+        self.unacked = 0  # received, not yet returned with a WINDOW_UPDATE
+        self.received = 0  # total, for statistics and conservation checks
+
+    def on_data(self, n: int) -> int:
+        """Account ``n`` received bytes; return the increment to send now, or 0."""
+        self.received += n
+        self.unacked += n
+        if self.unacked >= self.limit * self.ratio:
+            inc, self.unacked = self.unacked, 0
+            return inc
+        return 0
+
+    def reset(self) -> int:
+        """Return (and forget) everything unacked: sent just before a BDP ping."""
+        inc, self.unacked = self.unacked, 0
+        return inc
+
+    def new_limit(self, n: int) -> int:
+        """Grow the window to ``n``; return the increment to advertise (or 0)."""
+        if n <= self.limit:
+            return 0
+        inc, self.limit = n - self.limit, n
+        return inc
+
+
+@final
+class StreamInFlow:
+    """Stream-level receive window, replenished as the application reads.
+
+    Owner: the stream's consumer for ``on_read``/``request``/``release``; the reader
+    for ``on_data``. All calls are synchronous, so no await separates read and write.
+    """
+
+    __slots__ = ("acked", "delta", "limit", "pending_data", "pending_update", "ratio", "received")
+
+    def __init__(self, limit: int, ratio: float) -> None:
+        self.limit = limit  # window granted by SETTINGS (or BDP growth)
+        self.ratio = ratio
+        self.pending_data = 0  # received, not yet read by the application
+        self.pending_update = 0  # read, not yet returned with a WINDOW_UPDATE
+        self.delta = 0  # extra credit granted for a large read
+        self.received = 0
+        self.acked = 0  # returned with WINDOW_UPDATEs (including delta grants)
+
+    def on_data(self, n: int) -> None:
+        """Account ``n`` flow-controlled bytes received (h2 already checked the window)."""
+        self.received += n
+        self.pending_data += n
+
+    def on_read(self, n: int) -> int:
+        """The application consumed ``n`` bytes; return the increment to send, or 0."""
+        if n > self.pending_data:
+            raise ValueError(f"read {n} bytes but only {self.pending_data} are buffered")
+        self.pending_data -= n
+        if self.delta:
+            paid = min(self.delta, n)
+            self.delta -= paid
+            n -= paid
+        self.pending_update += n
+        if self.pending_update >= self.limit * self.ratio:
+            inc, self.pending_update = self.pending_update, 0
+            self.acked += inc
+            return inc
+        return 0
+
+    def request(self, n: int) -> int:
+        """The application waits for ``n`` more bytes; grant them at once if the peer
+        could not otherwise send them. Returns the increment to send, or 0."""
+        sender_quota = self.limit - (self.pending_data + self.pending_update) + self.delta
+        untransmitted = n - self.pending_data
+        if untransmitted > sender_quota:
+            grant = min(untransmitted - sender_quota, 2**31 - 1 - self.limit - self.delta)
+            if grant > 0:
+                self.delta += grant
+                self.acked += grant
+                return grant
+        return 0
+
+    def release(self) -> None:
+        """The stream is over: forget what is buffered and owed (it is never acked)."""
+        self.pending_data = 0
+        self.pending_update = 0
+        self.delta = 0
+
+    def new_limit(self, n: int) -> int:
+        """Grow the window to ``n``; return the increment to send at once (or 0)."""
+        if n <= self.limit:
+            return 0
+        inc, self.limit = n - self.limit, n
+        self.acked += inc
+        return inc
+
+
+# grpc-go bdp_estimator.go constants (reference §3.5).
+BDP_PING_DATA = bytes([2, 4, 16, 16, 9, 14, 7, 7])
+_ALPHA = 0.9  # weight of a new RTT sample once 10 samples are in
+_BETA = 0.66  # grow when a sample fills this fraction of the current estimate
+_GAMMA = 2  # ...to this multiple of the sample
+
+
+@final
+class BdpEstimator:
+    """grpc-go's bandwidth-delay-product estimator. Owner: reader (loopy stamps ``sent``).
+
+    One PING per round trip while data flows; when a round trip's worth of data fills
+    at least 2/3 of the current window and bandwidth is at its peak, the window grows
+    to twice the sample, up to ``limit``.
+    """
+
+    __slots__ = ("bdp", "bw_max", "is_sent", "limit", "rtt", "sample", "sample_count", "sent_at")
+
+    def __init__(self, initial: int, limit: int) -> None:
+        self.bdp = initial
+        self.limit = limit
+        self.sample = 0
+        self.bw_max = 0.0
+        self.is_sent = False
+        self.sent_at = 0.0
+        self.rtt = 0.0
+        self.sample_count = 0
+
+    def add(self, n: int) -> bool:
+        """Account a received DATA frame; True means "send a BDP ping now"."""
+        if self.bdp >= self.limit:
+            return False
+        if not self.is_sent:
+            self.is_sent = True
+            self.sample = n
+            self.sent_at = 0.0
+            self.sample_count += 1
+            return True
+        self.sample += n
+        return False
+
+    def timesnap(self) -> None:
+        """Loopy wrote the BDP ping: start the round-trip clock."""
+        self.sent_at = time.perf_counter()
+
+    def calculate(self) -> int:
+        """The BDP ping was acked; return the new window size, or 0 to keep it."""
+        if not self.is_sent or self.sent_at == 0.0:
+            self.is_sent = False
+            return 0
+        rtt_sample = max(time.perf_counter() - self.sent_at, 1e-6)
+        if self.sample_count < 10:
+            self.rtt += (rtt_sample - self.rtt) / self.sample_count
+        else:
+            self.rtt += (rtt_sample - self.rtt) * _ALPHA
+        self.is_sent = False
+        bw_current = self.sample / (self.rtt * 1.5)
+        if bw_current > self.bw_max:
+            self.bw_max = bw_current
+        if self.sample >= _BETA * self.bdp and bw_current == self.bw_max and self.bdp < self.limit:
+            self.bdp = min(_GAMMA * self.sample, self.limit)
+            return self.bdp
+        return 0

@@ -1,0 +1,172 @@
+"""Our h2 connection: h2's state machine with the three changes a transport needs.
+
+h2 is the protocol core, but three of its behaviours do not fit a multiplexed,
+long-lived transport (see ``docs/architecture.md``):
+
+1. **GOAWAY is terminal in h2** (h2 #1181): receiving one moves h2 to CLOSED, clears
+   its outbound buffer and makes every later frame on in-flight streams a protocol
+   error. We override the GOAWAY receive hook so h2 stays OPEN and simply reports a
+   :class:`GoAwayReceived` event; trio_h2t tracks "GOAWAY sent/received, last stream
+   id" itself and frames outgoing GOAWAYs itself (``goaway_frame``), never through
+   ``close_connection``.
+2. **Counting open streams is O(n)** (h2 #1184): every new stream scans every stream.
+   trio_h2t enforces SETTINGS_MAX_CONCURRENT_STREAMS itself (clients wait for stream
+   quota; servers refuse the excess with REFUSED_STREAM instead of h2's
+   connection-killing TooManyStreamsError, hypercorn #335), so both counts report 0
+   to h2's internal checks, and closed streams are pruned in amortised O(1)
+   (``prune_closed_streams``).
+3. **Events are lost on a mid-buffer protocol error**: ``receive_data`` discards the
+   events of frames it already processed. ``events_before_error`` keeps them so the
+   caller can still dispatch them.
+
+Everything else (HPACK, frame parsing, stream states, flow-control windows and their
+overrun checks) is h2's. Only loopy pulls bytes out (``data_to_send``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.settings
+from h2.errors import ErrorCodes
+from h2.exceptions import ProtocolError
+from hyperframe.exceptions import InvalidPaddingError
+from hyperframe.frame import GoAwayFrame
+
+__all__ = ["GoAwayReceived", "H2State", "goaway_frame"]
+
+
+class GoAwayReceived(h2.events.Event):
+    """The peer sent GOAWAY. h2 stays OPEN; trio_h2t decides what it means."""
+
+    def __init__(self, error_code: int, last_stream_id: int, debug_data: bytes) -> None:
+        self.error_code = error_code
+        self.last_stream_id = last_stream_id
+        self.debug_data = debug_data
+
+    def __repr__(self) -> str:
+        return (
+            f"<GoAwayReceived error_code:{self.error_code!r}, "
+            f"last_stream_id:{self.last_stream_id}, debug_data:{self.debug_data!r}>"
+        )
+
+
+def goaway_frame(last_stream_id: int, error_code: int, debug_data: bytes = b"") -> bytes:
+    """Serialise a GOAWAY frame without telling h2 (so h2 stays OPEN)."""
+    frame = GoAwayFrame(0)
+    frame.last_stream_id = last_stream_id
+    frame.error_code = error_code
+    frame.additional_data = debug_data
+    return bytes(frame.serialize())
+
+
+class H2State(h2.connection.H2Connection):
+    """``h2.connection.H2Connection`` with GOAWAY and stream counting owned by us.
+
+    Owner: the connection's tasks, each using it only between awaits. The reader
+    calls ``receive_data``; loopy makes every outbound call and is the only caller
+    of ``data_to_send``.
+    """
+
+    def __init__(self, config: h2.config.H2Configuration) -> None:
+        super().__init__(config=config)
+        self.events_before_error: list[h2.events.Event] = []
+        self._prune_at = 64
+
+    # -- 2. O(1) stream counting ---------------------------------------------------
+
+    @property
+    def open_outbound_streams(self) -> int:
+        """Always 0: trio_h2t enforces the peer's limit itself (stream quota)."""
+        return 0
+
+    @property
+    def open_inbound_streams(self) -> int:
+        """Always 0: trio_h2t enforces our limit itself (REFUSED_STREAM)."""
+        return 0
+
+    def prune_closed_streams(self) -> None:
+        """Forget closed streams, in amortised O(1) per stream.
+
+        h2 prunes ``self.streams`` only while counting open streams, which we no
+        longer do. Scan (with h2's own routine) once the dict has doubled since the
+        last scan, so the cost per stream stays constant.
+        """
+        if len(self.streams) >= self._prune_at:
+            remaining = self._open_streams(0) + self._open_streams(1)
+            self._prune_at = max(64, 2 * remaining)
+
+    # -- 1. GOAWAY stays ours ------------------------------------------------------
+
+    def _receive_goaway_frame(self, frame: GoAwayFrame) -> tuple[list[Any], list[Any]]:
+        # Unlike h2: no RECV_GOAWAY transition, no clearing of the outbound buffer.
+        return [], [
+            GoAwayReceived(frame.error_code, frame.last_stream_id, frame.additional_data or b"")
+        ]
+
+    # -- 3. keep events seen before a protocol error --------------------------------
+
+    def receive_data(self, data: Any) -> list[h2.events.Event]:
+        """Like h2's, but frame by frame, keeping events seen before an error."""
+        events: list[h2.events.Event] = []
+        self.events_before_error = events
+        self.incoming_buffer.add_data(data)
+        self.incoming_buffer.max_frame_size = self.max_inbound_frame_size
+        try:
+            for frame in self.incoming_buffer:
+                events.extend(self._receive_frame(frame))
+        except InvalidPaddingError as e:
+            self._terminate_connection(ErrorCodes.PROTOCOL_ERROR)
+            raise ProtocolError("Received frame with invalid padding.") from e
+        except ProtocolError as e:
+            self._terminate_connection(e.error_code)
+            raise
+        self.events_before_error = []
+        return events
+
+    # -- helpers for loopy ----------------------------------------------------------
+
+    def pending_bytes(self) -> int:
+        """Bytes h2 has framed and loopy has not yet taken."""
+        return len(self._data_to_send)
+
+
+def make_h2_state(
+    *,
+    client_side: bool,
+    max_concurrent_streams: int,
+    initial_window_size: int,
+    max_header_list_size: int,
+) -> H2State:
+    """An :class:`H2State` configured for the hot path, its first SETTINGS prepared.
+
+    Inbound header validation stays on (malformed requests must be rejected);
+    outbound validation and both normalisations are off: we build our own headers
+    as bytes, and h2 calls that chain of generators "somewhat expensive" (about 20 %
+    of h2's time per unary exchange, python-peers.md §1.6).
+    """
+    config = h2.config.H2Configuration(
+        client_side=client_side,
+        header_encoding=None,
+        validate_inbound_headers=True,
+        normalize_inbound_headers=False,
+        validate_outbound_headers=False,
+        normalize_outbound_headers=False,
+    )
+    state = H2State(config)
+    codes = h2.settings.SettingCodes
+    initial: dict[h2.settings.SettingCodes, int] = {
+        codes.MAX_CONCURRENT_STREAMS: max_concurrent_streams,
+        codes.INITIAL_WINDOW_SIZE: initial_window_size,
+        codes.MAX_HEADER_LIST_SIZE: max_header_list_size,
+    }
+    if client_side:
+        initial[codes.ENABLE_PUSH] = 0
+    # Assigning before initiate_connection() makes the first SETTINGS carry these
+    # values, saving a second SETTINGS round trip (as purerpc, hypercorn, httpcore do).
+    state.local_settings = h2.settings.Settings(client=client_side, initial_values=initial)
+    state.decoder.max_header_list_size = max_header_list_size
+    return state

@@ -1,0 +1,457 @@
+"""Loopy: the writer task, the only task that frames bytes and writes to the socket.
+
+Theory of operation (grpc-go's ``loopyWriter.run``, re-thought for Trio)
+-----------------------------------------------------------------------
+``run`` repeats:
+
+1. **Block** in ``cbuf.get()`` only when there is nothing at all to do; handle the
+   item, then write one data quantum.
+2. **Drain** without blocking: take items with ``get_nowait()`` (the control buffer
+   serves them from loopy's batch, swapping in the producers' queue when the batch is
+   empty), handling each and following it with one data quantum. When no item is
+   left, keep writing quanta while any stream can move.
+3. When nothing can move: if fewer than ``min_batch_size`` bytes are framed, **yield
+   once** (``trio.lowlevel.checkpoint``) so producers woken by this batch can add to
+   it; then **flush**: everything framed goes out in one ``send_all`` (several only
+   if more than ``write_buffer_size`` bytes were framed, flushed as they pile up).
+
+Data is written **round robin**: the active list holds exactly the streams that have
+queued data and an open stream window (invariant: ``stream in active`` iff
+``stream._out_state == OUT_ACTIVE``). Each turn writes at most one quantum, one DATA
+frame of at most ``min(peer MAX_FRAME_SIZE, stream window, connection window)``
+bytes, for the stream at the head, then moves it to the tail. A stream whose window
+is exhausted parks (``OUT_WAITING``) until the peer reopens that window; when the
+*connection* window is exhausted, nothing moves until a connection WINDOW_UPDATE,
+after which the active streams continue in their round-robin order; no parked stream
+is woken by it.
+
+Payload copies (per DATA byte): one slice when a payload spans several frames (a
+memoryview slice is copied by h2's ``tobytes``), one in hyperframe's frame
+serialisation, one when h2 appends the frame to its outbound buffer, one when
+``data_to_send`` hands that buffer out, and one join when a flush gathers several
+chunks. h2 owns the middle three; see ``docs/architecture.md``.
+
+On exit: if the error was not an I/O error, loopy flushes what is framed (so a final
+GOAWAY or RST_STREAM goes out), then always finishes the control buffer and orphans
+its batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, final
+
+import trio
+from h2.exceptions import ProtocolError, StreamClosedError
+
+from ._h2state import goaway_frame
+from ._items import (
+    CloseConnection,
+    ControlItem,
+    Data,
+    GoAway,
+    Headers,
+    PeerResponse,
+    Ping,
+    ResetStream,
+    Settings,
+    StartStream,
+    StreamDone,
+    WindowOpened,
+    WindowUpdate,
+)
+from ._stream import OUT_ACTIVE, OUT_EMPTY, OUT_WAITING, H2Stream
+
+if TYPE_CHECKING:
+    from ._connection import ConnectionCore
+
+__all__ = ["Loopy", "LoopyStatistics"]
+
+
+class _Stop(Exception):
+    """CloseConnection was handled: flush and stop."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class LoopyStatistics:
+    """Counters of the writer task (a snapshot)."""
+
+    frames: int  #: frames framed (HEADERS blocks count once)
+    data_frames: int
+    send_alls: int  #: send_all calls
+    bytes_written: int
+    yields: int  #: times loopy yielded once to let producers fill the batch
+
+    @property
+    def frames_per_write(self) -> float:
+        return self.frames / self.send_alls if self.send_alls else 0.0
+
+
+@final
+class Loopy:
+    """The writer task of one connection. Owner of everything below: loopy."""
+
+    def __init__(self, core: ConnectionCore, transport: trio.abc.SendStream) -> None:
+        self._core = core
+        self._h2 = core.h2
+        self._cbuf = core.cbuf
+        self._transport = transport
+        self._min_batch = core.config.min_batch_size
+        self._write_buffer_size = core.config.write_buffer_size
+        # Invariant: a stream is in _active iff its _out_state is OUT_ACTIVE.
+        self._active: deque[H2Stream] = deque()
+        # Bytes framed outside h2 (GOAWAY), in order with h2's own buffer.
+        self._chunks: list[bytes] = []
+        self._frames = 0
+        self._data_frames = 0
+        self._send_alls = 0
+        self._bytes = 0
+        self._yields = 0
+        self.io_failed = False  # True if send_all raised
+
+    def statistics(self) -> LoopyStatistics:
+        return LoopyStatistics(
+            frames=self._frames,
+            data_frames=self._data_frames,
+            send_alls=self._send_alls,
+            bytes_written=self._bytes,
+            yields=self._yields,
+        )
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        """Run until the control buffer is finished, CloseConnection, or an error.
+
+        Checkpoint: always. On cancellation: stops; what was framed but not written
+        is dropped (the connection is being torn down).
+        """
+        cbuf = self._cbuf
+        try:
+            while True:
+                # 1. Block only when there is nothing at all to do.
+                self._handle(await cbuf.get())
+                self._process_data()
+                yielded = False
+                # 2. Drain without blocking.
+                while True:
+                    try:
+                        item = cbuf.get_nowait()
+                    except trio.WouldBlock:
+                        if self._process_data():
+                            if self._pending() >= self._write_buffer_size:
+                                await self._flush()
+                            continue
+                        pending = self._pending()
+                        if pending == 0:
+                            break
+                        # 3. Yield once if the batch is small, then flush.
+                        if not yielded and pending < self._min_batch:
+                            yielded = True
+                            self._yields += 1
+                            await trio.lowlevel.checkpoint()
+                            continue
+                        await self._flush()
+                        break
+                    self._handle(item)
+                    self._process_data()
+                    if self._pending() >= self._write_buffer_size:
+                        await self._flush()
+        except _Stop:
+            await self._flush()
+        except trio.BrokenResourceError:
+            self.io_failed = True
+            raise
+        except trio.ClosedResourceError:
+            self.io_failed = True
+            raise
+        except BaseException:
+            if not self.io_failed:
+                # Let a final GOAWAY/RST out, but never block teardown on it.
+                with trio.move_on_after(1) as scope:
+                    scope.shield = True
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                        await self._flush()
+            raise
+        finally:
+            self._drop_all_output()
+            self._cbuf.discard_batch()
+
+    # ------------------------------------------------------------------ writing
+
+    def _pending(self) -> int:
+        return self._h2.pending_bytes() + sum(len(c) for c in self._chunks)
+
+    async def _flush(self) -> None:
+        chunks = self._chunks
+        tail = self._h2.data_to_send()
+        if chunks:
+            if tail:
+                chunks.append(tail)
+            data = b"".join(chunks)
+            chunks.clear()
+        else:
+            data = tail
+        if not data:
+            return
+        self._send_alls += 1
+        self._bytes += len(data)
+        try:
+            await self._transport.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.io_failed = True
+            raise
+
+    # ------------------------------------------------------------------ items
+
+    def _handle(self, item: ControlItem) -> None:
+        h2 = self._h2
+        kind = type(item)
+        if kind is Data:
+            assert isinstance(item, Data)
+            self._queue_output(item.stream, item)
+        elif kind is Headers:
+            assert isinstance(item, Headers)
+            stream = item.stream
+            if stream._out_done:
+                return
+            if stream._out_state == OUT_EMPTY:
+                self._write_headers(stream, item)  # nothing queued: write at once
+            else:
+                self._queue_output(stream, item)  # trailers go after queued data
+        elif kind is StartStream:
+            assert isinstance(item, StartStream)
+            self._start_stream(item)
+        elif kind is WindowUpdate:
+            assert isinstance(item, WindowUpdate)
+            target = item.stream
+            if target is None:
+                h2.increment_flow_control_window(item.increment)
+                self._frames += 1
+            elif not target._closed and target.stream_id:
+                try:
+                    h2.increment_flow_control_window(item.increment, target.stream_id)
+                    self._frames += 1
+                except (StreamClosedError, KeyError, ProtocolError):
+                    pass  # the stream ended meanwhile: nothing is owed
+        elif kind is WindowOpened:
+            assert isinstance(item, WindowOpened)
+            self._window_opened(item.stream_id)
+        elif kind is PeerResponse:
+            self._frames += 1  # its bytes already sit in h2's buffer
+        elif kind is ResetStream:
+            assert isinstance(item, ResetStream)
+            self._reset(item.stream, item.error_code)
+        elif kind is StreamDone:
+            assert isinstance(item, StreamDone)
+            self._drop_output(item.stream)
+        elif kind is Ping:
+            assert isinstance(item, Ping)
+            h2.ping(item.data)
+            self._frames += 1
+            self._core.on_ping_written(item.data)
+        elif kind is Settings:
+            assert isinstance(item, Settings)
+            h2.update_settings(dict(item.changes))
+            self._frames += 1
+        elif kind is GoAway:
+            assert isinstance(item, GoAway)
+            self._write_goaway(item)
+        elif kind is CloseConnection:
+            raise _Stop
+        else:  # pragma: no cover - a new item type without a handler is a bug
+            raise AssertionError(f"loopy has no handler for {item!r}")
+
+    def _start_stream(self, item: StartStream) -> None:
+        core = self._core
+        error = core.refuse_new_stream_error()
+        if error is not None:
+            item.on_orphaned(error)
+            return
+        stream_id = self._h2.get_next_available_stream_id()
+        self._h2.send_headers(stream_id, item.headers, end_stream=item.end_stream)
+        self._frames += 1
+        item.on_started(stream_id)
+
+    def _write_headers(self, stream: H2Stream, item: Headers) -> None:
+        try:
+            self._h2.send_headers(stream.stream_id, item.headers, end_stream=item.end_stream)
+        except StreamClosedError:
+            self._drop_output(stream)
+            return
+        self._frames += 1
+        if item.end_stream:
+            self._local_end(stream)
+
+    def _write_goaway(self, item: GoAway) -> None:
+        last = item.last_stream_id
+        if last is None:
+            last = self._h2.highest_inbound_stream_id
+        # Keep order: what h2 framed so far goes before our GOAWAY.
+        tail = self._h2.data_to_send()
+        if tail:
+            self._chunks.append(tail)
+        self._chunks.append(goaway_frame(last, item.error_code, item.debug_data))
+        self._frames += 1
+        self._core.on_goaway_written(last)
+
+    def _reset(self, stream: H2Stream, error_code: int) -> None:
+        self._drop_output(stream)
+        if stream.stream_id and not stream._reset_sent:
+            stream._reset_sent = True
+            try:
+                self._h2.reset_stream(stream.stream_id, error_code)
+                self._frames += 1
+            except (StreamClosedError, KeyError, ProtocolError):
+                pass  # already closed in h2: no RST is needed
+        self._core.prune()
+
+    # ------------------------------------------------------------------ data
+
+    def _queue_output(self, stream: H2Stream, item: Data | Headers) -> None:
+        if stream._out_done:
+            if isinstance(item, Data) and item.on_release is not None:
+                item.on_release()
+            return
+        stream._out_queue.append(item)
+        if stream._out_state == OUT_EMPTY:
+            stream._out_state = OUT_ACTIVE
+            self._active.append(stream)
+
+    def _window_opened(self, stream_id: int) -> None:
+        if stream_id == 0:
+            return  # active streams simply continue, in round-robin order
+        if stream_id == -1:
+            for stream in self._core.streams_waiting_on_window():
+                if stream._out_state == OUT_WAITING:
+                    stream._out_state = OUT_ACTIVE
+                    self._active.append(stream)
+            return
+        found = self._core.find_stream(stream_id)
+        if found is not None and found._out_state == OUT_WAITING:
+            found._out_state = OUT_ACTIVE
+            self._active.append(found)
+
+    def _process_data(self) -> bool:
+        """Write one quantum for the stream at the head of the active list.
+
+        Returns False if nothing could move (no active stream, or no connection
+        window), True otherwise.
+        """
+        active = self._active
+        if not active:
+            return False
+        h2 = self._h2
+        stream = active[0]
+        item = stream._out_queue[0]
+        if isinstance(item, Headers):  # trailers reached the head of the queue
+            active.popleft()
+            stream._out_queue.popleft()
+            stream._out_state = OUT_EMPTY
+            self._write_headers(stream, item)
+            self._after_write(stream)
+            return True
+        payload = item.payload
+        offset = stream._out_offset
+        remaining = len(payload) - offset
+        sid = stream.stream_id
+        if remaining == 0:
+            # Empty DATA (END_STREAM only) needs no window (h2 >= 4.4 allows it).
+            active.popleft()
+            stream._out_queue.popleft()
+            stream._out_state = OUT_EMPTY
+            if item.end_stream:
+                try:
+                    h2.send_data(sid, b"", end_stream=True)
+                    self._frames += 1
+                    self._data_frames += 1
+                    self._local_end(stream)
+                except StreamClosedError:
+                    self._drop_output(stream)
+                    return True
+            if item.on_release is not None:
+                item.on_release()
+            self._after_write(stream)
+            return True
+        if h2.outbound_flow_control_window <= 0:
+            return False
+        try:
+            window = h2.local_flow_control_window(sid)
+        except (StreamClosedError, KeyError, ProtocolError):
+            active.popleft()
+            stream._out_state = OUT_EMPTY
+            self._drop_output(stream)
+            return True
+        if window <= 0:
+            active.popleft()
+            stream._out_state = OUT_WAITING
+            return True
+        size = min(remaining, window, h2.max_outbound_frame_size)
+        chunk: bytes | memoryview
+        if offset == 0 and size == len(payload) and not isinstance(payload, bytearray):
+            chunk = payload
+        else:
+            chunk = bytes(payload[offset : offset + size])
+        done = size == remaining
+        try:
+            h2.send_data(sid, chunk, end_stream=done and item.end_stream)
+        except StreamClosedError:
+            active.popleft()
+            stream._out_state = OUT_EMPTY
+            self._drop_output(stream)
+            return True
+        self._frames += 1
+        self._data_frames += 1
+        active.popleft()
+        if done:
+            stream._out_queue.popleft()
+            stream._out_offset = 0
+            if item.on_release is not None:
+                item.on_release()
+            if item.end_stream:
+                stream._out_state = OUT_EMPTY
+                self._local_end(stream)
+                return True
+        else:
+            stream._out_offset = offset + size
+        stream._out_state = OUT_EMPTY
+        self._after_write(stream)
+        return True
+
+    def _after_write(self, stream: H2Stream) -> None:
+        # The stream was just taken off the head; decide where it goes next.
+        if stream._out_done or not stream._out_queue:
+            stream._out_state = OUT_EMPTY
+            return
+        stream._out_state = OUT_ACTIVE
+        self._active.append(stream)  # round robin: to the tail
+
+    def _local_end(self, stream: H2Stream) -> None:
+        stream._out_done = True
+        self._drop_output(stream)
+        if stream._rst_on_end and not stream._recv_ended:
+            # RFC 9113 §8.1: a complete response may be followed by
+            # RST_STREAM(NO_ERROR) when the request body is still open.
+            self._reset(stream, 0)
+        self._core.local_end_written(stream)
+
+    def _drop_output(self, stream: H2Stream) -> None:
+        """Forget a stream's queued output, releasing its data (write quota)."""
+        if stream._out_state == OUT_ACTIVE:
+            with contextlib.suppress(ValueError):
+                self._active.remove(stream)
+        stream._out_state = OUT_EMPTY
+        stream._out_offset = 0
+        queue = stream._out_queue
+        while queue:
+            item = queue.popleft()
+            if isinstance(item, Data) and item.on_release is not None:
+                item.on_release()
+
+    def _drop_all_output(self) -> None:
+        for stream in list(self._active):
+            self._drop_output(stream)
+        self._active.clear()

@@ -1,0 +1,417 @@
+"""H2Stream: the per-stream object a handler (server) or a user task (client) holds.
+
+Theory of operation
+-------------------
+A stream object is touched by three tasks, each on its own fields (tags below):
+
+- the **stream task** (the handler on a server, the user's task on a client) calls the
+  public methods. Sending never writes to the socket: ``send_*`` put a control item
+  on the connection's control buffer and return; ``send_data`` first waits for
+  *write quota*, so a producer cannot queue unbounded data ahead of flow control.
+- the **reader** appends what arrives (headers, data, trailers, resets) and wakes the
+  stream task. It never waits on the stream: a slow stream only stops its own window.
+- **loopy** keeps the stream's output queue and writes it, a quantum at a time.
+
+Every mutation of shared fields happens between awaits, so no lock is needed; where
+two tasks touch a field the tag says ``shared`` and what keeps it consistent.
+
+Errors are sticky: once a stream is reset, or its connection fails, every later
+call raises an error whose cause is the same first error.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+import trio
+from h2.errors import ErrorCodes
+
+from ._exceptions import ConnectionClosingError, StreamResetError
+from ._flow import StreamInFlow
+from ._items import Data, Headers
+from ._util import NoPublicConstructor
+
+if TYPE_CHECKING:
+    from ._connection import ConnectionCore
+
+__all__ = ["H2Stream", "HeaderList"]
+
+HeaderList = list[tuple[bytes, bytes]]
+
+# Loopy's view of a stream's output (grpc-go's outStream states).
+OUT_EMPTY = 0  # nothing queued; not on the active list
+OUT_ACTIVE = 1  # data queued and stream window open; on the active list
+OUT_WAITING = 2  # data queued, stream window exhausted; parked until it reopens
+
+
+def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> HeaderList:
+    out: HeaderList = []
+    for name, value in headers:
+        out.append(
+            (
+                name.encode("ascii") if isinstance(name, str) else name,
+                value.encode("utf-8") if isinstance(value, str) else value,
+            )
+        )
+    return out
+
+
+@final
+class H2Stream(metaclass=NoPublicConstructor):
+    """One HTTP/2 stream. Built by the library; see ``open_stream`` and ``serve_*``.
+
+    Sending: :meth:`send_headers`, :meth:`send_data`, :meth:`send_trailers`,
+    :meth:`end`. Receiving: :meth:`receive_headers`, :meth:`receive_some` (or
+    ``async for chunk in stream``), :meth:`receive_trailers`. Aborting: :meth:`reset`.
+    """
+
+    def __init__(self, core: ConnectionCore, *, stream_id: int, headers: HeaderList | None) -> None:
+        self._core = core  # immutable after init
+        config = core.config
+        #: The HTTP/2 stream id; 0 until loopy writes a client stream's HEADERS.
+        self.stream_id = stream_id  # owner: loopy (client) / reader (server), set once
+
+        # -- inbound, owner: reader appends; stream task consumes (no await between)
+        self._headers = headers  # request (server) or response (client) headers
+        self._chunks: deque[bytes] = deque()
+        self._recv_ended = False  # END_STREAM received
+        self._trailers: HeaderList | None = None
+        self._in_flow = StreamInFlow(core.initial_window_size, config.window_update_ratio)
+        self._recv_lot = trio.lowlevel.ParkingLot()  # the stream task, waiting to receive
+
+        # -- sticky error, shared: set once by whoever ends the stream abnormally
+        self._error: BaseException | None = None
+
+        # -- outbound, owner: stream task (quota is returned by loopy via on_release)
+        self._headers_sent = headers is None  # client: sent by open_stream
+        self._end_queued = False  # END_STREAM queued (by data, trailers or end())
+        self._write_quota = config.write_quota  # shared: -= by stream task, += by loopy
+        self._quota_lot = trio.lowlevel.ParkingLot()
+
+        # -- owner: loopy
+        self._out_queue: deque[Data | Headers] = deque()
+        self._out_offset = 0  # bytes of _out_queue[0] already written
+        self._out_state = OUT_EMPTY
+        self._out_done = False  # END_STREAM or RST_STREAM written
+
+        self._reset_sent = False  # RST_STREAM framed
+        # shared: set by the server's handler wrapper when the handler returns with
+        # its response complete; loopy then resets the request side with NO_ERROR.
+        self._rst_on_end = False
+
+        # -- owner: connection core
+        self._closed = False  # both directions over (or reset); deregistered
+        #: Server only: the handler's cancel scope (cancelled if the peer resets).
+        self._cancel_scope: trio.CancelScope | None = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<trio_h2t.H2Stream id={self.stream_id} {state}>"
+
+    # ------------------------------------------------------------------ receiving
+
+    @property
+    def headers(self) -> HeaderList | None:
+        """The request headers (server) or response headers (client), once received."""
+        return self._headers
+
+    @property
+    def trailers(self) -> HeaderList | None:
+        """Trailers received from the peer, if any (after the end of the stream)."""
+        return self._trailers
+
+    async def receive_headers(self) -> HeaderList:
+        """Wait for the peer's headers (the response, on a client) and return them.
+
+        Checkpoint: always. On cancellation: nothing is consumed.
+
+        Raises:
+            StreamResetError: the stream was reset (StreamRefusedError if refused).
+            trio.BrokenResourceError: the connection broke.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while self._headers is None:
+            self._raise_if_error()
+            if self._recv_ended:
+                raise StreamResetError(self.stream_id, ErrorCodes.PROTOCOL_ERROR, remote=False)
+            await self._recv_lot.park()
+        else:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return self._headers
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        """Return the next bytes of the body (at most ``max_bytes``); ``b""`` at its end.
+
+        Each read returns stream window to the peer (a WINDOW_UPDATE goes out once a
+        quarter of the window has been read).
+
+        Checkpoint: always. On cancellation: no data is lost.
+
+        Raises:
+            StreamResetError: the stream was reset (StreamRefusedError if refused).
+            trio.BrokenResourceError: the connection broke (see ``__cause__``).
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        parked = False
+        while not self._chunks:
+            if self._recv_ended:
+                if not parked:
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                return b""
+            self._raise_if_error()
+            parked = True
+            await self._recv_lot.park()
+        chunk = self._chunks[0]
+        if max_bytes is not None and len(chunk) > max_bytes:
+            if max_bytes < 1:
+                raise ValueError("max_bytes must be >= 1")
+            self._chunks[0] = chunk[max_bytes:]
+            chunk = chunk[:max_bytes]
+        else:
+            self._chunks.popleft()
+        self._consumed(len(chunk))
+        if not parked:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return chunk
+
+    async def receive_exactly(self, n: int) -> bytes:
+        """Return exactly ``n`` body bytes, granting the peer window for them at once
+        if it could not otherwise send them (so a message larger than the window
+        cannot stall). Fewer bytes means the stream ended early.
+
+        Checkpoint: always. On cancellation: bytes already gathered stay consumed
+        (they are lost to the caller); use it for whole-message reads.
+        """
+        self._request(n)
+        parts: list[bytes] = []
+        got = 0
+        while got < n:
+            chunk = await self.receive_some(n - got)
+            if not chunk:
+                break
+            parts.append(chunk)
+            got += len(chunk)
+        if not parts:
+            await trio.lowlevel.checkpoint()
+        return b"".join(parts)
+
+    async def receive_trailers(self) -> HeaderList:
+        """Read (and discard) the rest of the body, then return the trailers ([] if none).
+
+        Checkpoint: always.
+        """
+        while await self.receive_some():
+            pass
+        return self._trailers or []
+
+    async def read_all(self) -> bytes:
+        """Read the whole remaining body. Checkpoint: always."""
+        parts = [chunk async for chunk in self]
+        return b"".join(parts)
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[bytes]:
+        while True:
+            chunk = await self.receive_some()
+            if not chunk:
+                return
+            yield chunk
+
+    # ------------------------------------------------------------------ sending
+
+    async def send_headers(
+        self, headers: Sequence[tuple[bytes | str, bytes | str]], *, end_stream: bool = False
+    ) -> None:
+        """Queue the response headers (server side). Does not wait for the socket.
+
+        Checkpoint: always. On cancellation: nothing was queued.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._headers_sent:
+            raise RuntimeError("headers were already sent on this stream")
+        self._check_can_send()
+        self._headers_sent = True
+        self._put_output(Headers(self, _as_header_list(headers), end_stream))
+        if end_stream:
+            self._end_queued = True
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def send_data(
+        self, data: bytes | bytearray | memoryview, *, end_stream: bool = False
+    ) -> None:
+        """Queue body bytes (and END_STREAM if ``end_stream``).
+
+        Waits only for write quota (``TransportConfig.write_quota`` bytes may be
+        queued ahead of flow control); returns before the bytes reach the socket.
+        The caller must not mutate ``data`` afterwards.
+
+        Checkpoint: always. On cancellation: nothing was queued.
+
+        Raises:
+            StreamResetError: the peer reset the stream.
+            trio.ClosedResourceError: this side already ended or reset the stream.
+            trio.BrokenResourceError: the connection broke.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        parked = False
+        while self._write_quota <= 0:
+            self._check_can_send()
+            parked = True
+            await self._quota_lot.park()
+        self._check_can_send()
+        if not self._headers_sent:
+            raise RuntimeError("send_headers() must come before send_data()")
+        size = len(data)
+        self._write_quota -= size
+        release = None if size == 0 else self._quota_returner(size)
+        self._put_output(Data(self, data, end_stream, release))
+        if end_stream:
+            self._end_queued = True
+        if not parked:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def send_trailers(self, headers: Sequence[tuple[bytes | str, bytes | str]]) -> None:
+        """Queue trailers; they end the stream and go out after all queued data.
+
+        Checkpoint: always. On cancellation: nothing was queued.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_can_send()
+        if not self._headers_sent:
+            raise RuntimeError("send_headers() must come before send_trailers()")
+        self._put_output(Headers(self, _as_header_list(headers), True))
+        self._end_queued = True
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def end(self) -> None:
+        """End our side of the stream (an empty DATA frame with END_STREAM).
+
+        Checkpoint: always.
+        """
+        await self.send_data(b"", end_stream=True)
+
+    def reset(self, error_code: int = ErrorCodes.CANCEL) -> None:
+        """Abort the stream: queue RST_STREAM(``error_code``) and fail pending calls.
+
+        Synchronous and idempotent; does nothing once the stream is closed.
+        """
+        if self._closed:
+            return
+        exc = StreamResetError(self.stream_id, error_code, remote=False)
+        self._core.reset_stream(self, error_code, exc)
+
+    async def aclose(self) -> None:
+        """Release the stream: reset it with CANCEL unless both directions completed.
+
+        Checkpoint: always. Cancellation cannot stop it from closing.
+        """
+        self.reset(ErrorCodes.CANCEL)
+        await trio.lowlevel.checkpoint()
+
+    @property
+    def closed(self) -> bool:
+        """True once both directions are over, or the stream was reset."""
+        return self._closed
+
+    # ------------------------------------------------------------------ internals
+
+    def _raise_if_error(self) -> None:
+        if self._error is not None:
+            raise self._error_copy()
+
+    def _error_copy(self) -> BaseException:
+        # A fresh exception per raise (re-raising one instance from many places
+        # piles up tracebacks); same class, same fields, same cause.
+        err = self._error
+        assert err is not None
+        new: BaseException
+        if isinstance(err, StreamResetError):
+            new = type(err)(err.stream_id, err.error_code, remote=err.remote)
+            new.__cause__ = err.__cause__
+            return new
+        try:
+            new = type(err)(*err.args)
+        except Exception:  # an exception class with an unusual constructor
+            return err
+        new.__cause__ = err.__cause__ if err.__cause__ is not None else err
+        return new
+
+    def _check_can_send(self) -> None:
+        self._raise_if_error()
+        if self._end_queued:
+            raise trio.ClosedResourceError("this side already ended the stream")
+
+    def _put_output(self, item: Data | Headers) -> None:
+        try:
+            self._core.cbuf.put(item)
+        except ConnectionClosingError as exc:
+            if isinstance(item, Data) and item.on_release is not None:
+                item.on_release()
+            raise self._core.closing_error() from exc.__cause__
+
+    def _quota_returner(self, size: int) -> Callable[[], None]:
+        def release() -> None:
+            self._write_quota += size
+            if self._write_quota > 0 and self._quota_lot:
+                self._quota_lot.unpark_all()
+
+        return release
+
+    def _consumed(self, n: int) -> None:
+        if self._closed:
+            return  # the window was released with the stream; nothing is owed
+        inc = self._in_flow.on_read(n)
+        # Once the peer ended the stream it cannot send more: no update is owed.
+        if inc and not self._recv_ended and self._error is None:
+            self._core.send_window_update(self, inc)
+
+    def _request(self, n: int) -> None:
+        if not self._recv_ended and self._error is None and self.stream_id:
+            inc = self._in_flow.request(n)
+            if inc:
+                self._core.send_window_update(self, inc)
+
+    # -- called by the reader / core (synchronously) --------------------------------
+
+    def _on_data(self, data: bytes, flow_controlled_length: int) -> None:
+        self._in_flow.on_data(flow_controlled_length)
+        padding = flow_controlled_length - len(data)
+        if padding:
+            # Padding is never read by the application: count it as read at once.
+            self._consumed(padding)
+        if data:
+            self._chunks.append(data)
+        self._recv_lot.unpark_all()
+
+    def _on_headers(self, headers: HeaderList) -> None:
+        self._headers = headers
+        self._recv_lot.unpark_all()
+
+    def _on_trailers(self, headers: HeaderList) -> None:
+        self._trailers = headers
+
+    def _on_end(self) -> None:
+        self._recv_ended = True
+        self._recv_lot.unpark_all()
+
+    def _fail(self, error: BaseException) -> None:
+        """Make ``error`` sticky and wake every waiter. Idempotent (first error wins)."""
+        if self._error is None:
+            self._error = error
+        self._recv_lot.unpark_all()
+        self._quota_lot.unpark_all()
+
+    def _dump(self) -> dict[str, Any]:  # pragma: no cover - debugging aid
+        return {
+            "id": self.stream_id,
+            "closed": self._closed,
+            "recv_ended": self._recv_ended,
+            "end_queued": self._end_queued,
+            "out_done": self._out_done,
+            "error": self._error,
+            "quota": self._write_quota,
+        }
