@@ -93,7 +93,6 @@ class ControlBuffer:
         "_batch",
         "_batches",
         "_consumer_lot",
-        "_consumer_waiting",
         "_error",
         "_finished",
         "_gate_lot",
@@ -117,9 +116,9 @@ class ControlBuffer:
         self._throttled = 0
         self._finished = False  # shared: set once, by finish()
         self._error: BaseException | None = None  # immutable once _finished is set
-        self._consumer_lot = trio.lowlevel.ParkingLot()  # at most the consumer
-        # shared: True while the consumer is parked and no put has woken it yet.
-        self._consumer_waiting = False
+        # At most the consumer, parked in get(). A put that finds it there wakes
+        # it; unpark() removes it from the lot, so the rest of the burst wakes nobody.
+        self._consumer_lot = trio.lowlevel.ParkingLot()
         self._gate_lot = trio.lowlevel.ParkingLot()  # readers waiting to read
         # Statistics counters; each is only ever incremented.
         self._batches = 0
@@ -142,10 +141,9 @@ class ControlBuffer:
         self._queue.append(item)
         if item.throttled:
             self._throttled += 1
-        if self._consumer_waiting:
+        if self._consumer_lot:
             # First put since the consumer parked: wake it. Later puts in the same
-            # burst see the flag cleared and wake nobody (one wake-up per batch).
-            self._consumer_waiting = False
+            # burst find the lot empty and wake nobody (one wake-up per batch).
             self._wakeups += 1
             self._consumer_lot.unpark()
 
@@ -191,36 +189,40 @@ class ControlBuffer:
             trio.BusyResourceError: if another task is already waiting in ``get``.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        try:
+        if self._batch or self._queue or self._finished:
             item = self.get_nowait()
-        except trio.WouldBlock:
-            pass
-        else:
             await trio.lowlevel.cancel_shielded_checkpoint()
             return item
         if self._consumer_lot:
             raise trio.BusyResourceError("another task is already waiting in get()")
         while True:
-            self._consumer_waiting = True
-            try:
-                await self._consumer_lot.park()
-            finally:
-                self._consumer_waiting = False
-            try:
+            await self._consumer_lot.park()
+            if self._batch or self._queue or self._finished:
                 return self.get_nowait()
-            except trio.WouldBlock:
-                continue
 
     def discard_batch(self) -> None:
         """Orphan every item left in the consumer's batch (consumer only, after finish).
 
-        Loopy calls this on its way out, so that ``finish`` never has to touch
-        loopy-owned state. Idempotent; does nothing before ``finish``.
+        ``finish`` never touches loopy-owned state, so the consumer cleans its own
+        batch. Idempotent; does nothing before ``finish`` (use :meth:`close_consumer`
+        on the consumer's way out: it finishes first).
         """
         if not self._finished:
             return
         assert self._error is not None
         self._orphan_all(self._batch, self._error)
+
+    def close_consumer(self, error: BaseException) -> None:
+        """The consumer is exiting: ``finish(error)`` (if nobody did yet), then
+        :meth:`discard_batch`. Consumer only; synchronous; idempotent.
+
+        This is the order loopy's exit path needs: discarding first would leave the
+        batch un-orphaned, because ``discard_batch`` does nothing before ``finish``.
+        """
+        try:
+            self.finish(error)
+        finally:
+            self.discard_batch()
 
     # ------------------------------------------------------------------ readers
 

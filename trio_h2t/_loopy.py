@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, final
 import trio
 from h2.exceptions import ProtocolError, StreamClosedError
 
+from ._exceptions import ConnectionClosingError
 from ._h2state import goaway_frame
 from ._items import (
     CloseConnection,
@@ -130,6 +131,7 @@ class Loopy:
         is dropped (the connection is being torn down).
         """
         cbuf = self._cbuf
+        exit_error: BaseException | None = None
         try:
             while True:
                 # 1. Block only when there is nothing at all to do.
@@ -162,13 +164,12 @@ class Loopy:
                         await self._flush()
         except _Stop:
             await self._flush()
-        except trio.BrokenResourceError:
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self.io_failed = True
+            exit_error = exc
             raise
-        except trio.ClosedResourceError:
-            self.io_failed = True
-            raise
-        except BaseException:
+        except BaseException as exc:
+            exit_error = exc
             if not self.io_failed:
                 # Let a final GOAWAY/RST out, but never block teardown on it.
                 with trio.move_on_after(1) as scope:
@@ -178,7 +179,9 @@ class Loopy:
             raise
         finally:
             self._drop_all_output()
-            self._cbuf.discard_batch()
+            # Finish (if nobody has) before discarding, or the batch is never orphaned.
+            error = self._core.error or exit_error or ConnectionClosingError("connection closed")
+            self._cbuf.close_consumer(error)
 
     # ------------------------------------------------------------------ writing
 
