@@ -279,3 +279,32 @@ def test_invalid_limit() -> None:
     """throttle_limit must be positive."""
     with pytest.raises(ValueError, match="throttle_limit"):
         ControlBuffer(throttle_limit=0)
+
+
+def test_close_consumer_finishes_then_orphans_batch() -> None:
+    """The consumer's exit path orphans its batch even when nobody finished yet."""
+    cb = ControlBuffer()
+    orphaned: list[BaseException] = []
+    cb.put(ping())
+    cb.put(start(orphaned))
+    cb.get_nowait()  # the stream start is now in loopy's batch
+    cb.discard_batch()  # before finish: a no-op, the trap close_consumer avoids
+    assert orphaned == []
+    cause = RuntimeError("loopy exited")
+    cb.close_consumer(cause)
+    assert orphaned == [cause]
+    assert cb.finished
+    cb.close_consumer(RuntimeError("again"))  # idempotent
+    assert orphaned == [cause]
+
+
+async def test_cancelled_get_counts_no_wakeup() -> None:
+    """A put after a cancelled get() wakes nobody and counts no wake-up."""
+    cb = ControlBuffer()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cb.get)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+        cb.put(ping())
+    assert cb.statistics().consumer_wakeups == 0
+    assert cb.statistics().queued == 1
