@@ -1,0 +1,521 @@
+"""The ``trio-h2t`` command: a small h2c file-and-echo server, and a one-shot client.
+
+Usage::
+
+    trio-h2t serve [--host 127.0.0.1] [--port 8080] [--root DIR] [--max-concurrent-streams N]
+    trio-h2t get URL [-o FILE] [-X METHOD] [-d DATA] [-H 'name: value']... [-v]
+
+(``python -m trio_h2t ...`` is the same command.) Both speak h2c with prior knowledge:
+HTTP/2 over cleartext TCP, no TLS and no HTTP/1.1 upgrade, which is what
+``curl --http2-prior-knowledge``, ``nghttp`` and ``h2load`` speak to ``http://`` URLs.
+
+``serve``
+    Serves the files under ``--root`` (default: the current directory) and prints one
+    line, ``serving on http://HOST:PORT``, once it listens (``--port 0`` picks a free
+    port; the line has the real one). SIGINT or SIGTERM stops it gracefully: it stops
+    accepting, sends GOAWAY, and lets open streams finish for up to
+    ``TransportConfig.graceful_close_timeout`` (10 s); a second signal stops it at
+    once. Requests:
+
+    - ``GET`` / ``HEAD``: the file at the path, with ``content-type`` (by extension)
+      and ``content-length``; a directory serves its ``index.html``. 404 for anything
+      missing, or outside the root once ``..`` and symlinks are resolved.
+    - ``POST`` to any path: echoes the request body back (status 200); request
+      trailers, if any, come back as response trailers. The echo is streamed, chunk
+      by chunk, under flow control both ways: the client must read the response
+      while it uploads (curl, nghttp, h2load and trio_h2t's client all do).
+    - any other method: 405, with ``allow: GET, HEAD, POST``.
+
+``get``
+    Sends one request and writes the response body to stdout (or ``-o FILE``).
+    ``-d DATA`` sends a body (``-d @FILE`` reads it from FILE) and makes the default
+    method POST; ``-H`` adds a header; ``-v`` prints the request and response heads
+    (and trailers) to stderr. Only ``http://`` URLs.
+
+Exit status: 0 on success (for ``get``: a status below 400); 22 when ``get`` received
+a status of 400 or more (the body is still written, like ``curl --fail-with-body``);
+2 for a usage error, a peer that cannot be reached, or a transfer that failed (one
+line on stderr, no traceback); 130 when interrupted by Ctrl-C (except while ``serve``
+listens: there SIGINT is the graceful stop, and the status is 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import io
+import logging
+import mimetypes
+import os
+import signal
+import stat
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Protocol, TextIO, TypeVar
+from urllib.parse import unquote_to_bytes, urlsplit
+
+import trio
+
+from ._client import open_connection
+from ._config import TransportConfig
+from ._server import serve_tcp
+from ._stream import H2Stream, HeaderList
+
+__all__ = ["fetch", "main", "make_handler", "resolve_path", "serve"]
+
+PROG = "trio-h2t"
+#: Bytes read from a file (and handed to ``send_data``) at a time: one write quota's worth.
+CHUNK_SIZE = 64 * 1024
+#: Exit status for an HTTP status >= 400, as ``curl --fail`` / ``--fail-with-body``.
+EXIT_HTTP_ERROR = 22
+#: Exit status for usage errors and failed transfers (argparse uses 2 as well).
+EXIT_FAILURE = 2
+ALLOW = "GET, HEAD, POST"
+#: RFC 9113 §8.2.2: connection-specific header fields are malformed in HTTP/2.
+CONNECTION_SPECIFIC = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"}
+)
+
+Handler = Callable[[H2Stream], Awaitable[None]]
+T = TypeVar("T")
+
+
+class UsageError(Exception):
+    """A bad command line that argparse could not catch (a URL, a header, a root)."""
+
+
+################################################################
+# serve: the request handler
+################################################################
+
+
+def resolve_path(root: Path, raw_path: bytes) -> Path | None:
+    """Map a request ``:path`` to a regular file under ``root``, or None (-> 404).
+
+    ``root`` must already be resolved. The query is dropped and percent-escapes are
+    decoded; then ``..`` and symlinks are resolved *before* the containment check, so
+    neither can lead outside ``root``. A directory maps to its ``index.html``.
+
+    Blocking (it touches the file system): call it from a worker thread.
+    """
+    path = raw_path.split(b"?", 1)[0].split(b"#", 1)[0]
+    decoded = unquote_to_bytes(path)
+    if b"\x00" in decoded:
+        return None
+    try:
+        candidate = (root / os.fsdecode(decoded).lstrip("/")).resolve()
+        if candidate.is_dir():
+            candidate = (candidate / "index.html").resolve()
+        if not candidate.is_relative_to(root) or not candidate.is_file():
+            return None
+    except (OSError, RuntimeError):  # a name too long; a symlink loop (RuntimeError < 3.13)
+        return None
+    return candidate
+
+
+def _open_file(root: Path, raw_path: bytes) -> tuple[io.FileIO, int, str] | None:
+    """Resolve and open the file for ``raw_path``: (file, size, content type) or None.
+
+    Blocking: run it in a worker thread. O_NOFOLLOW and the fstat check narrow the
+    window between resolving and opening (a swapped-in symlink or FIFO fails).
+    """
+    target = resolve_path(root, raw_path)
+    if target is None:
+        return None
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(target, flags)
+    except OSError:
+        return None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return None
+    content_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+    return io.FileIO(fd, "rb"), info.st_size, content_type
+
+
+def _header(headers: HeaderList | None, name: bytes) -> bytes | None:
+    for key, value in headers or ():
+        if key == name:
+            return value
+    return None
+
+
+async def _respond(
+    stream: H2Stream,
+    status: int,
+    body: bytes,
+    *,
+    head: bool = False,
+    extra: Sequence[tuple[str, str]] = (),
+) -> None:
+    """Send a small, complete text response (headers only for HEAD)."""
+    headers = [
+        (":status", str(status)),
+        ("content-type", "text/plain; charset=utf-8"),
+        ("content-length", str(len(body))),
+        *extra,
+    ]
+    if head:
+        await stream.send_headers(headers, end_stream=True)
+    else:
+        await stream.send_headers(headers)
+        await stream.send_data(body, end_stream=True)
+
+
+async def _send_file(stream: H2Stream, root: Path, raw_path: bytes, *, head: bool) -> None:
+    found = await trio.to_thread.run_sync(_open_file, root, raw_path)
+    if found is None:
+        await _respond(stream, 404, b"not found\n", head=head)
+        return
+    raw_file, size, content_type = found
+    async with trio.wrap_file(raw_file) as file:
+        headers = [
+            (":status", "200"),
+            ("content-type", content_type),
+            ("content-length", str(size)),
+        ]
+        await stream.send_headers(headers, end_stream=head or size == 0)
+        remaining = 0 if head else size
+        while remaining > 0:
+            chunk = await file.read(min(CHUNK_SIZE, remaining))
+            if not chunk:
+                # We promised content-length bytes; raising resets the stream
+                # (INTERNAL_ERROR) so the client does not take a short body as whole.
+                raise OSError(f"{raw_path!r} shrank while it was being sent")
+            remaining -= len(chunk)
+            await stream.send_data(chunk, end_stream=remaining == 0)
+
+
+async def _echo(stream: H2Stream) -> None:
+    """Stream the request body back as it arrives, then its trailers (if any)."""
+    request = stream.headers
+    headers = [
+        (b":status", b"200"),
+        (b"content-type", _header(request, b"content-type") or b"application/octet-stream"),
+    ]
+    length = _header(request, b"content-length")
+    if length is not None:  # h2 checked it against the body; the echo is the same size
+        headers.append((b"content-length", length))
+    await stream.send_headers(headers)
+    async for chunk in stream:
+        await stream.send_data(chunk)
+    if stream.trailers:
+        await stream.send_trailers(stream.trailers)
+    else:
+        await stream.end()
+
+
+def make_handler(root: str | os.PathLike[str]) -> Handler:
+    """The ``serve`` request handler for files under ``root`` (see the module docstring).
+
+    ``root`` is resolved once, here; it must be an existing directory.
+    """
+    resolved = Path(root).resolve(strict=True)
+    if not resolved.is_dir():
+        raise NotADirectoryError(f"not a directory: {root}")
+
+    async def handler(stream: H2Stream) -> None:
+        method = _header(stream.headers, b":method")
+        raw_path = _header(stream.headers, b":path") or b""
+        if method == b"POST":
+            await _echo(stream)
+        elif method not in (b"GET", b"HEAD"):
+            await _respond(stream, 405, b"method not allowed\n", extra=[("allow", ALLOW)])
+        elif not raw_path.startswith(b"/"):
+            await _respond(stream, 400, b"bad request\n", head=method == b"HEAD")
+        else:
+            await _send_file(stream, resolved, raw_path, head=method == b"HEAD")
+
+    return handler
+
+
+################################################################
+# serve: the command
+################################################################
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+async def serve(
+    *,
+    host: str,
+    port: int,
+    root: str | os.PathLike[str],
+    max_concurrent_streams: int = 100,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run ``trio-h2t serve`` until SIGINT or SIGTERM; report the port to ``task_status``.
+
+    The first signal closes the server gracefully (``H2Server.aclose``); a second
+    one cancels the drain. Checkpoint: always.
+    """
+    handler = make_handler(root)
+    config = TransportConfig(max_concurrent_streams=max_concurrent_streams)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(
+                functools.partial(serve_tcp, handler, port, host=host, config=config)
+            )
+            print(f"serving on http://{_url_host(host)}:{server.port}", flush=True)
+            task_status.started(server.port)
+            async for signum in signals:
+                print(f"{PROG}: {signal.Signals(signum).name}: stopping", file=sys.stderr)
+                break
+            async with trio.open_nursery() as stopper:
+
+                async def on_second_signal() -> None:
+                    async for _ in signals:
+                        nursery.cancel_scope.cancel()
+
+                stopper.start_soon(on_second_signal)
+                await server.aclose()
+                stopper.cancel_scope.cancel()
+
+
+################################################################
+# get
+################################################################
+
+
+class AsyncWriter(Protocol):
+    """Where ``fetch`` writes the body: ``trio.wrap_file(...)`` of a binary file."""
+
+    async def write(self, data: bytes, /) -> int: ...
+
+    async def flush(self) -> None: ...
+
+
+def _parse_url(url: str) -> tuple[str, int, str, str]:
+    """``http://host[:port]/path?query`` -> (host, port, authority, path)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"bad URL {url!r}: {exc}") from None
+    if parts.scheme.lower() != "http":
+        raise UsageError(f"only http:// URLs are supported (h2c), not {url!r}")
+    if not parts.hostname:
+        raise UsageError(f"no host in URL {url!r}")
+    authority = parts.netloc.rpartition("@")[2]
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return parts.hostname, port or 80, authority, path
+
+
+def _parse_header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    name = name.strip().lower()
+    if not sep or not name or name.startswith(":") or any(c.isspace() for c in name):
+        raise UsageError(f"bad header {text!r}: expected 'name: value'")
+    if name in CONNECTION_SPECIFIC:
+        raise UsageError(f"header {name!r} is not allowed in HTTP/2 (RFC 9113 §8.2.2)")
+    return name, value.strip()
+
+
+async def fetch(
+    url: str,
+    *,
+    out: AsyncWriter | None = None,
+    output: str | None = None,
+    method: str | None = None,
+    data: bytes | None = None,
+    headers: Sequence[tuple[str, str]] = (),
+    verbose: bool = False,
+    err: TextIO | None = None,
+) -> int:
+    """Run ``trio-h2t get``: one request; the body goes to ``out`` (or the file
+    ``output``, created once the connection is up; default stdout). Returns the exit
+    status (0, 22 for a status >= 400).
+
+    Raises:
+        UsageError: a bad URL.
+        trio.BrokenResourceError: the peer cannot be reached, or the transfer failed
+            (``ConnectionLostError``, ``StreamResetError``, ...).
+        OSError: the output could not be written.
+
+    Checkpoint: always.
+    """
+    err = err if err is not None else sys.stderr
+    host, port, authority, path = _parse_url(url)
+    method = method or ("POST" if data is not None else "GET")
+    request = [
+        (":method", method),
+        (":scheme", "http"),
+        (":authority", authority),
+        (":path", path),
+        *headers,
+    ]
+    if data is not None and not any(name == "content-length" for name, _ in headers):
+        request.append(("content-length", str(len(data))))
+    async with open_connection(host, port) as conn:
+        if verbose:
+            for name, value in request:
+                print(f"> {name}: {value}", file=err)
+        async with conn.open_stream(request, end_stream=data is None) as stream:
+            if data is not None:
+                await stream.send_data(data, end_stream=True)
+            response = await stream.receive_headers()
+            status = int(_header(response, b":status") or b"0")
+            if verbose:
+                _print_head(response, err)
+            if output is not None:
+                async with await trio.open_file(output, "wb") as file:
+                    await _copy_body(stream, file)
+            else:
+                sink = out if out is not None else trio.wrap_file(sys.stdout.buffer)
+                await _copy_body(stream, sink)
+            if verbose:
+                _print_head(stream.trailers or [], err)
+    return EXIT_HTTP_ERROR if status >= 400 else 0
+
+
+def _print_head(headers: HeaderList, err: TextIO) -> None:
+    for name, value in headers:
+        print(f"< {name.decode('latin-1')}: {value.decode('latin-1')}", file=err)
+
+
+async def _copy_body(stream: H2Stream, sink: AsyncWriter) -> None:
+    async for chunk in stream:
+        await sink.write(chunk)
+    await sink.flush()
+
+
+################################################################
+# main
+################################################################
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in [0, 65535], not {value}")
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="h2c (HTTP/2 prior knowledge) server and client on trio_h2t."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,get}")
+
+    p = sub.add_parser("serve", help="serve files (GET/HEAD) and echo POST bodies")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    p.add_argument("--port", type=_port, default=8080, help="0 picks a free port (default: 8080)")
+    p.add_argument("--root", default=".", help="directory to serve (default: current directory)")
+    p.add_argument(
+        "--max-concurrent-streams",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="SETTINGS_MAX_CONCURRENT_STREAMS to advertise (default: %(default)s)",
+    )
+
+    g = sub.add_parser("get", help="send one request; print the response body")
+    g.add_argument("url", help="http://host[:port]/path")
+    g.add_argument("-o", "--output", metavar="FILE", help="write the body to FILE")
+    g.add_argument("-X", "--request", dest="method", metavar="METHOD", help="request method")
+    g.add_argument("-d", "--data", metavar="DATA", help="request body; @FILE reads FILE")
+    g.add_argument(
+        "-H", "--header", action="append", default=[], metavar="'name: value'", help="add a header"
+    )
+    g.add_argument("-v", "--verbose", action="store_true", help="print heads to stderr")
+    return parser
+
+
+def _read_data(arg: str | None) -> bytes | None:
+    if arg is None:
+        return None
+    if arg.startswith("@"):
+        try:
+            return Path(arg[1:]).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {arg[1:]!r}: {exc.strerror or exc}") from None
+    return arg.encode()
+
+
+#: What ``main`` reports as one line and exit status 2 (anything else is a bug: traceback).
+_EXPECTED = (UsageError, trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+def _describe(exc: BaseException) -> str:
+    """``exc``'s message, with the reason from its cause when that adds something."""
+    text = str(exc) or type(exc).__name__
+    cause = exc.__cause__
+    if isinstance(cause, (trio.BrokenResourceError, trio.ClosedResourceError)):
+        if str(cause) not in text:
+            text += f" ({cause})"
+    elif isinstance(cause, OSError) and cause.strerror is None:
+        # trio.open_tcp_stream's "all attempts to connect ... failed": the reasons
+        # are in the group it chains.
+        group = cause.__cause__
+        if isinstance(group, BaseExceptionGroup):
+            reasons = [e.strerror for e in group.exceptions if isinstance(e, OSError)]
+            if any(reasons):
+                text += f" ({'; '.join(dict.fromkeys(r for r in reasons if r))})"
+    return text
+
+
+def _run(fn: Callable[[], Awaitable[T]]) -> T:
+    """``trio.run(fn)``, with an expected error out of a nursery's group unwrapped."""
+    try:
+        return trio.run(fn)
+    except BaseExceptionGroup as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, (*_EXPECTED, KeyboardInterrupt)):
+            raise leaf from leaf.__cause__
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``trio-h2t`` and ``python -m trio_h2t``; returns the exit status."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "serve":
+            if not Path(args.root).is_dir():
+                raise UsageError(f"--root: not a directory: {args.root!r}")
+            logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
+            try:
+                _run(
+                    functools.partial(
+                        serve,
+                        host=args.host,
+                        port=args.port,
+                        root=args.root,
+                        max_concurrent_streams=args.max_concurrent_streams,
+                    )
+                )
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
+                ) from None
+            return 0
+        headers = [_parse_header(h) for h in args.header]
+        return _run(
+            functools.partial(
+                fetch,
+                args.url,
+                output=args.output,
+                method=args.method,
+                data=_read_data(args.data),
+                headers=headers,
+                verbose=args.verbose,
+            )
+        )
+    except _EXPECTED as exc:
+        parser.exit(EXIT_FAILURE, f"{PROG}: {_describe(exc)}\n")
+    except KeyboardInterrupt:
+        return 130
