@@ -61,10 +61,16 @@ class ClientConnection(metaclass=NoPublicConstructor):
             stream._end_queued = True
 
         def on_started(stream_id: int) -> None:
+            # Called by loopy once the HEADERS are framed.
             if stream._closed:  # reset before its HEADERS went out
                 stream.stream_id = stream_id
                 return
             core.register_client_stream(stream, stream_id)
+            if end_stream:
+                # The HEADERS carried END_STREAM: our side is done, so the stream
+                # closes when the response ends (not only when the block is left).
+                stream._out_done = True
+                core.local_end_written(stream)
 
         def on_orphaned(error: BaseException) -> None:
             exc = ConnectionClosingError("the stream could not start: the connection is closing")

@@ -116,7 +116,12 @@ class ConnectionCore:
         self.closing = False  # graceful close started: no new streams from us
         self._idle = trio.Event()  # set when no stream is open while closing
         self.settings_received = trio.Event()  # the peer's first SETTINGS arrived
-        self.done = trio.Event()  # set once the connection is over
+        # Set once the connection is over: by fail(), or (after a protocol error,
+        # once the GOAWAY is flushed) when loopy exits.
+        self.done = trio.Event()
+        # shared: entered once by the reader around its loop; cancelled by
+        # run_loopy on exit (nothing more can be written, so stop reading).
+        self._reader_scope = trio.CancelScope()
 
         # -- stream quota (client): how many more streams the peer allows us
         self._peer_max_streams = 100  # grpc-go's default until the first SETTINGS
@@ -140,7 +145,7 @@ class ConnectionCore:
     # ------------------------------------------------------------------ reader
 
     async def run_reader(self) -> None:
-        """Read until EOF, a protocol error, or the connection is finished.
+        """Read until EOF, a protocol error, or the connection is finished (loopy ended).
 
         Never raises for a connection ending (that becomes ``self.error``); raises
         only for bugs. Checkpoint: always.
@@ -150,26 +155,29 @@ class ConnectionCore:
         state = self.h2
         cbuf = self.cbuf
         try:
-            while True:
-                await cbuf.wait_unthrottled()
-                data = await transport.receive_some(size)
-                if not data:
-                    raise _PeerClosed
-                before = state.pending_bytes()
-                try:
-                    events = state.receive_data(data)
-                except h2.exceptions.ProtocolError as exc:
-                    self._dispatch(state.events_before_error)
-                    # h2 queued GOAWAY(code); let loopy flush it, then stop.
-                    code = getattr(exc, "error_code", ErrorCodes.PROTOCOL_ERROR)
-                    error = RemoteProtocolError(str(exc) or type(exc).__name__, error_code=code)
-                    error.__cause__ = exc
-                    self._put(CloseConnection())
-                    self.fail(error, finish=False)
-                    return
-                announced = self._dispatch(events)
-                if not announced and state.pending_bytes() > before:
-                    self._put(PeerResponse("auto"))
+            # Cancelled when loopy ends: nothing more can be written, so the
+            # connection is over even if the peer never closes its side.
+            with self._reader_scope:
+                while True:
+                    await cbuf.wait_unthrottled()
+                    data = await transport.receive_some(size)
+                    if not data:
+                        raise _PeerClosed
+                    before = state.pending_bytes()
+                    try:
+                        events = state.receive_data(data)
+                    except h2.exceptions.ProtocolError as exc:
+                        self._dispatch(state.events_before_error)
+                        # h2 queued GOAWAY(code); let loopy flush it, then stop.
+                        code = getattr(exc, "error_code", ErrorCodes.PROTOCOL_ERROR)
+                        error = RemoteProtocolError(str(exc) or type(exc).__name__, error_code=code)
+                        error.__cause__ = exc
+                        self._put(CloseConnection())
+                        self.fail(error, finish=False)
+                        return
+                    announced = self._dispatch(events)
+                    if not announced and state.pending_bytes() > before:
+                        self._put(PeerResponse("auto"))
         except _PeerClosed:
             self._on_eof()
         except ConnectionClosingError:
@@ -320,11 +328,13 @@ class ConnectionCore:
             error: StreamResetError = StreamRefusedError(ev.stream_id, code, remote=True)
         else:
             error = StreamResetError(ev.stream_id, code, remote=ev.remote_reset)
+        # Cancel the handler first: a handler parked on the stream then sees
+        # Cancelled (as documented), not a StreamResetError logged as its failure.
+        if stream._cancel_scope is not None:
+            stream._cancel_scope.cancel()
         stream._fail(error)
         self._put(StreamDone(stream))
         self.stream_closed(stream)
-        if stream._cancel_scope is not None:
-            stream._cancel_scope.cancel()
 
     def _on_settings(self, ev: h2.events.RemoteSettingsChanged) -> None:
         changed = ev.changed_settings
@@ -350,10 +360,13 @@ class ConnectionCore:
         inc = self._in_flow.new_limit(window)
         if inc:
             self._put(WindowUpdate(None, inc))
+        # The SETTINGS change itself credits every open stream with the difference
+        # (RFC 9113 §6.9.2: the peer adjusts all its stream windows), so the streams
+        # only record their new limit; a WINDOW_UPDATE as well would credit them
+        # twice and let a peer buffer twice the growth in an unread stream. grpc-go's
+        # updateFlowControl does the same (inFlow.newLimit sends nothing).
         for stream in self._streams.values():
-            grant = stream._in_flow.new_limit(window)
-            if grant and not stream._recv_ended:
-                self._put(WindowUpdate(stream, grant))
+            stream._in_flow.new_limit(window)
         self._put(Settings(((SettingCodes.INITIAL_WINDOW_SIZE, window),)))
 
     def _on_goaway(self, ev: GoAwayReceived) -> None:
@@ -489,7 +502,7 @@ class ConnectionCore:
         caused by ``error``; with ``finish`` the control buffer is finished too, so
         queued stream starts are orphaned and nothing more is written. (The reader
         passes ``finish=False`` after a protocol error so loopy can still flush h2's
-        GOAWAY; loopy finishes the buffer on its way out.)
+        GOAWAY; loopy finishes the buffer, and sets ``done``, on its way out.)
         """
         if self.error is None:
             self.error = error
@@ -499,16 +512,19 @@ class ConnectionCore:
             else:
                 stream_error = ConnectionClosingError("the connection was closed")
             stream_error.__cause__ = error
+            if stream._cancel_scope is not None:
+                stream._cancel_scope.cancel()  # first, as in _on_stream_reset
             stream._fail(stream_error)
             self.stream_closed(stream)
-            if stream._cancel_scope is not None:
-                stream._cancel_scope.cancel()
         self._quota_lot.unpark_all()
         self._idle.set()
         self.settings_received.set()
         if finish:
             self.cbuf.finish(error)
-        self.done.set()
+            # Without finish, loopy is still to flush the GOAWAY: ``done`` waits for
+            # it (run_loopy sets it), or whoever waits on ``done`` would tear the
+            # connection down before the GOAWAY is written.
+            self.done.set()
 
     async def run_loopy(self) -> None:
         """Run loopy; turn how it ends into the connection's fate. Checkpoint: always."""
@@ -521,11 +537,17 @@ class ConnectionCore:
             err.__cause__ = exc
             self.fail(err)
         finally:
-            if self.error is None:
-                self.fail(ConnectionClosingError("the connection was closed"))
-            else:
-                self.cbuf.finish(self.error)
-            self.done.set()
+            try:
+                if self.error is None:
+                    self.fail(ConnectionClosingError("the connection was closed"))
+                else:
+                    self.cbuf.finish(self.error)
+                # Loopy's batch after a CloseConnection was never handed out: orphan
+                # it (this task is the consumer), so every item is taken or orphaned.
+                self.cbuf.discard_batch()
+            finally:
+                self._reader_scope.cancel()  # the connection is over: stop reading
+                self.done.set()
 
     async def graceful_close(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Send GOAWAY, let open streams finish (up to ``timeout``), then stop loopy.

@@ -72,7 +72,8 @@ class StreamInFlow:
     """Stream-level receive window, replenished as the application reads.
 
     Owner: the stream's consumer for ``on_read``/``request``/``release``; the reader
-    for ``on_data``. All calls are synchronous, so no await separates read and write.
+    for ``on_data`` and ``new_limit``. All calls are synchronous, so no await
+    separates read and write.
     """
 
     __slots__ = ("acked", "delta", "limit", "pending_data", "pending_update", "ratio", "received")
@@ -127,7 +128,12 @@ class StreamInFlow:
         self.delta = 0
 
     def new_limit(self, n: int) -> int:
-        """Grow the window to ``n``; return the increment to send at once (or 0)."""
+        """Grow the window to ``n``; return the extra credit this gives the peer (or 0).
+
+        The credit reaches the peer through the SETTINGS_INITIAL_WINDOW_SIZE change
+        that accompanies it (RFC 9113 §6.9.2), not through a WINDOW_UPDATE; it is
+        counted in ``acked`` so the conservation identity still holds.
+        """
         if n <= self.limit:
             return 0
         inc, self.limit = n - self.limit, n

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
 import trio
+from h2.connection import ConnectionState
 from h2.exceptions import ProtocolError, StreamClosedError
 
 from ._exceptions import ConnectionClosingError
@@ -212,6 +213,12 @@ class Loopy:
 
     def _handle(self, item: ControlItem) -> None:
         h2 = self._h2
+        if h2.state_machine.state is ConnectionState.CLOSED:
+            # h2 ended the connection itself (the peer broke the protocol; the
+            # reader queued CloseConnection): it now refuses every frame but the
+            # GOAWAY it already framed. Drop this item and flush that GOAWAY.
+            item.orphan(self._core.closing_error())
+            raise _Stop
         kind = type(item)
         if kind is Data:
             assert isinstance(item, Data)

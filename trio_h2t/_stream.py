@@ -182,8 +182,10 @@ class H2Stream(metaclass=NoPublicConstructor):
         cannot stall). Fewer bytes means the stream ended early.
 
         Checkpoint: always. On cancellation: bytes already gathered stay consumed
-        (they are lost to the caller); use it for whole-message reads.
+        (they are lost to the caller); use it for whole-message reads. Cancelled
+        before it starts, it grants nothing.
         """
+        await trio.lowlevel.checkpoint_if_cancelled()
         self._request(n)
         parts: list[bytes] = []
         got = 0
@@ -247,7 +249,8 @@ class H2Stream(metaclass=NoPublicConstructor):
 
         Waits only for write quota (``TransportConfig.write_quota`` bytes may be
         queued ahead of flow control); returns before the bytes reach the socket.
-        The caller must not mutate ``data`` afterwards.
+        The caller must not mutate ``data`` afterwards. A memoryview is sent as its
+        raw bytes, whatever its format, shape or strides.
 
         Checkpoint: always. On cancellation: nothing was queued.
 
@@ -265,6 +268,12 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._check_can_send()
         if not self._headers_sent:
             raise RuntimeError("send_headers() must come before send_data()")
+        if isinstance(data, memoryview) and (
+            data.ndim != 1 or data.itemsize != 1 or not data.c_contiguous
+        ):
+            # Flow control counts bytes, but len() of such a view counts items (or
+            # rows), and h2 cannot frame a strided view: make it a flat byte view.
+            data = data.cast("B") if data.c_contiguous else memoryview(data.tobytes())
         size = len(data)
         self._write_quota -= size
         release = None if size == 0 else self._quota_returner(size)

@@ -1,0 +1,292 @@
+"""Test helpers: a connected client/server pair, and a scripted raw-``h2`` peer.
+
+- :func:`connected_pair` runs ``serve_connection`` and ``open_client_connection`` back
+  to back over ``trio.testing.memory_stream_pair`` (h11's ``ConnectionPair`` idea).
+- :class:`ScriptedPeer` is the other end of a link driven by hand, like h2's
+  ``FrameFactory`` tests and httpcore's scripted peers: a plain
+  ``h2.connection.H2Connection`` (or hand-built hyperframe frames) whose every
+  received frame is recorded in ``frames``, so a test can assert on the wire.
+- :func:`open_peer_server` / :func:`open_peer_client` put a trio_h2t client or server
+  opposite a ScriptedPeer; :func:`clogged_pair` is a link whose trio_h2t side blocks
+  in ``send_all`` until the peer reads (lockstep), while the peer's writes buffer.
+- :class:`UnlimitedH2Connection` is a raw h2 client that ignores MAX_CONCURRENT_STREAMS
+  and survives a GOAWAY, to play a misbehaving or racing peer.
+- :func:`h2t_tasks` lists the trio_h2t tasks still running (for leak checks).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.frame_buffer
+import h2.settings
+import trio
+import trio.testing
+from h2.events import Event
+from hyperframe.frame import Frame, GoAwayFrame
+
+from trio_h2t import (
+    ClientConnection,
+    H2Stream,
+    TransportConfig,
+    open_client_connection,
+    serve_connection,
+)
+from trio_h2t._connection import ConnectionCore
+
+__all__ = [
+    "REQUEST",
+    "RESPONSE_200",
+    "ScriptedPeer",
+    "UnlimitedH2Connection",
+    "clogged_pair",
+    "connected_pair",
+    "h2t_tasks",
+    "open_peer_client",
+    "open_peer_server",
+    "pattern",
+]
+
+Handler = Callable[[H2Stream], Awaitable[None]]
+
+#: A minimal GET request's header block (prior-knowledge h2c).
+REQUEST: list[tuple[bytes, bytes]] = [
+    (b":method", b"GET"),
+    (b":scheme", b"http"),
+    (b":authority", b"localhost"),
+    (b":path", b"/"),
+]
+RESPONSE_200: list[tuple[bytes, bytes]] = [(b":status", b"200")]
+
+
+def pattern(n: int, seed: int = 0) -> bytes:
+    """``n`` bytes of a non-repeating-looking pattern (so misordered chunks show)."""
+    block = bytes((i * 7 + seed) % 251 for i in range(251))
+    reps = n // len(block) + 1
+    return (block * reps)[:n]
+
+
+def h2t_tasks() -> list[trio.lowlevel.Task]:
+    """Every task in this run whose name marks it as a trio_h2t task."""
+    found: list[trio.lowlevel.Task] = []
+    todo = [trio.lowlevel.current_root_task()]
+    while todo:
+        task = todo.pop()
+        if task is None:
+            continue
+        if task.name.startswith("h2-"):
+            found.append(task)
+        for nursery in task.child_nurseries:
+            todo.extend(nursery.child_tasks)
+    return found
+
+
+@asynccontextmanager
+async def connected_pair(
+    handler: Handler,
+    *,
+    client_config: TransportConfig | None = None,
+    server_config: TransportConfig | None = None,
+) -> AsyncIterator[tuple[ClientConnection, ConnectionCore]]:
+    """A client connected to ``serve_connection(handler)`` over a memory stream pair.
+
+    Yields the client and the server's ``ConnectionCore``. On exit the client closes
+    gracefully and the server must then return by itself (the nursery waits for it).
+    """
+    client_t, server_t = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        core: ConnectionCore = await nursery.start(
+            functools.partial(serve_connection, server_t, handler, config=server_config)
+        )
+        async with open_client_connection(client_t, config=client_config) as conn:
+            yield conn, core
+
+
+class ScriptedPeer:
+    """One end of a link driven by the test with a raw ``h2`` connection.
+
+    ``frames`` records every frame received from trio_h2t, in wire order; ``events``
+    every h2 event. Nothing is sent unless the test says so (``flush``/``send_raw``).
+    """
+
+    def __init__(
+        self,
+        transport: trio.abc.Stream,
+        *,
+        client_side: bool,
+        h2_conn: h2.connection.H2Connection | None = None,
+        settings: dict[h2.settings.SettingCodes, int] | None = None,
+    ) -> None:
+        self.transport = transport
+        self.client_side = client_side
+        self.h2 = h2_conn or h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=client_side, header_encoding=None)
+        )
+        if settings:
+            # Assigned before initiate_connection(), so the first SETTINGS carries them.
+            self.h2.local_settings = h2.settings.Settings(
+                client=client_side,
+                initial_values=dict(settings),
+            )
+        self._frame_buffer = h2.frame_buffer.FrameBuffer(server=not client_side)
+        self._frame_buffer.max_frame_size = 2**24 - 1
+        self.frames: list[Frame] = []
+        self.events: list[h2.events.Event] = []
+        self.eof = False
+
+    async def flush(self) -> None:
+        """Write whatever the peer's h2 has framed."""
+        data = self.h2.data_to_send()
+        if data:
+            await self.transport.send_all(data)
+
+    async def send_raw(self, data: bytes) -> None:
+        """Write bytes built by hand (hyperframe frames), bypassing the peer's h2."""
+        await self.transport.send_all(data)
+
+    async def receive(self, max_bytes: int = 1 << 20) -> list[h2.events.Event]:
+        """Read once from the link, record frames and events, return the events."""
+        data = await self.transport.receive_some(max_bytes)
+        if not data:
+            self.eof = True
+            return []
+        self._frame_buffer.add_data(data)
+        self.frames.extend(self._frame_buffer)
+        events = self.h2.receive_data(data)
+        self.events.extend(events)
+        return events
+
+    async def receive_until(self, predicate: Callable[[Any], bool]) -> Any:
+        """Read (flushing h2's automatic answers) until an event matches; return it."""
+        while True:
+            events = await self.receive()
+            await self.flush()
+            for ev in events:
+                if predicate(ev):
+                    return ev
+            if self.eof:
+                raise EOFError("the link closed before the awaited event")
+
+    async def read_until(self, check: Callable[[], bool]) -> None:
+        """Read (flushing h2's automatic answers) until ``check()`` is true."""
+        while not check():
+            await self.receive()
+            await self.flush()
+            if self.eof and not check():
+                raise EOFError("the link closed before the awaited state")
+
+    def events_of(self, kind: type[Any]) -> list[Any]:
+        """Received h2 events of one class."""
+        return [ev for ev in self.events if isinstance(ev, kind)]
+
+    async def handshake(self) -> None:
+        """Send our preface/SETTINGS and read until theirs arrived (acking it)."""
+        self.h2.initiate_connection()
+        await self.flush()
+        await self.receive_until(lambda ev: isinstance(ev, h2.events.RemoteSettingsChanged))
+
+    def frames_of(self, kind: type[Frame]) -> list[Any]:
+        """Received frames of one hyperframe class."""
+        return [f for f in self.frames if isinstance(f, kind)]
+
+
+def clogged_pair() -> tuple[trio.StapledStream[Any, Any], trio.StapledStream[Any, Any]]:
+    """A link ``(ours, peer's)`` where only the peer's direction is buffered.
+
+    Our ``send_all`` blocks until the peer reads (``lockstep``), so a peer that stops
+    reading stops our writer; what the peer sends is buffered without limit, so the
+    peer can flood us without blocking.
+    """
+    ours_send, peer_receive = trio.testing.lockstep_stream_one_way_pair()
+    peer_send, ours_receive = trio.testing.memory_stream_one_way_pair()
+    return trio.StapledStream(ours_send, ours_receive), trio.StapledStream(peer_send, peer_receive)
+
+
+@asynccontextmanager
+async def open_peer_server(
+    *,
+    client_config: TransportConfig | None = None,
+    settings: dict[h2.settings.SettingCodes, int] | None = None,
+    transports: tuple[trio.abc.Stream, trio.abc.Stream] | None = None,
+) -> AsyncIterator[tuple[ClientConnection, ScriptedPeer]]:
+    """A trio_h2t client talking to a :class:`ScriptedPeer` server.
+
+    The peer's preface is sent and the client's SETTINGS read (and acked) before the
+    client is yielded. The test drives the peer; nothing runs in the background.
+    ``transports`` is ``(client's end, peer's end)``.
+    """
+    client_t, server_t = transports or trio.testing.memory_stream_pair()
+    peer = ScriptedPeer(server_t, client_side=False, settings=settings)
+    ready = trio.Event()
+
+    async def peer_handshake() -> None:
+        peer.h2.initiate_connection()
+        await peer.flush()
+        await peer.receive_until(lambda ev: isinstance(ev, h2.events.RemoteSettingsChanged))
+        ready.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(peer_handshake)
+        async with open_client_connection(client_t, config=client_config) as conn:
+            await ready.wait()
+            yield conn, peer
+            # Graceful close waits for the peer to close; let the client go at once.
+            await peer.transport.aclose()
+
+
+@asynccontextmanager
+async def open_peer_client(
+    handler: Handler,
+    *,
+    server_config: TransportConfig | None = None,
+    h2_conn: h2.connection.H2Connection | None = None,
+    transports: tuple[trio.abc.Stream, trio.abc.Stream] | None = None,
+) -> AsyncIterator[tuple[ScriptedPeer, ConnectionCore]]:
+    """A :class:`ScriptedPeer` client talking to ``serve_connection(handler)``.
+
+    The handshake is done before yielding (concurrently with the server's start, so
+    a clogged link works too). ``transports`` is ``(server's end, peer's end)``. On
+    exit the peer closes its transport and ``serve_connection`` must return by itself.
+    """
+    server_t, client_t = transports or trio.testing.memory_stream_pair()
+    peer = ScriptedPeer(client_t, client_side=True, h2_conn=h2_conn)
+    shaken = trio.Event()
+
+    async def handshake() -> None:
+        await peer.handshake()
+        shaken.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(handshake)
+        core: ConnectionCore = await nursery.start(
+            functools.partial(serve_connection, server_t, handler, config=server_config)
+        )
+        await shaken.wait()
+        yield peer, core
+        await peer.transport.aclose()
+
+
+class UnlimitedH2Connection(h2.connection.H2Connection):
+    """A raw h2 connection that ignores the peer's MAX_CONCURRENT_STREAMS and its GOAWAY.
+
+    Plain h2 refuses to open a stream beyond the peer's limit, and closes for good
+    on receiving GOAWAY (h2 #1181); this one does neither, to play a misbehaving or
+    racing client (hypercorn #335). A GOAWAY still shows up as ConnectionTerminated.
+    """
+
+    @property
+    def open_outbound_streams(self) -> int:
+        return 0
+
+    def _receive_goaway_frame(self, frame: GoAwayFrame) -> tuple[list[Frame], list[Event]]:
+        ev = h2.events.ConnectionTerminated()
+        ev.error_code = frame.error_code
+        ev.last_stream_id = frame.last_stream_id
+        ev.additional_data = frame.additional_data or None
+        return [], [ev]

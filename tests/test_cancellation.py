@@ -1,0 +1,538 @@
+"""Cancellation of every public async operation, at every schedule point (httpcore-style).
+
+:func:`cancel_at` runs an operation in the current task and cancels it at its n-th
+schedule point, using a trio instrument that watches this task's steps: n = 0 cancels
+before the operation starts; n = k cancels just after the task's k-th step ended,
+which is either while it is parked (the cancel is delivered through the park's
+abort) or after a shielded yield (delivered at the next unshielded checkpoint). A
+sweep runs n = 0, 1, 2, ... on fresh streams until the operation completes with the
+cancellation never fired, so every await point of the operation is hit.
+
+After each attempt the test checks what the operation's docstring promises ("On
+cancellation: ..."), that the stream is reset or still usable as documented, and that
+the connection still serves new streams. Nothing may hang (``trio.fail_after``).
+
+The second half proves, with ``trio.testing.assert_checkpoints``, that each public
+async call checkpoints, fast path included, and that the sync ones never do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import pytest
+import trio
+import trio.testing
+from h2.errors import ErrorCodes
+from helpers import REQUEST, RESPONSE_200, connected_pair
+
+from trio_h2t import ClientConnection, H2Stream, StreamResetError, TransportConfig
+
+T = TypeVar("T")
+
+#: Windows pinned at the RFC default, so write quota and flow control can bind.
+FIXED = TransportConfig(dynamic_window=False)
+
+
+# ============================================================ the cancel-at-step machinery
+
+
+class _CancelAtStep(trio.abc.Instrument):
+    """Cancels ``scope`` when ``task`` finishes its ``n``-th step (its n-th schedule point)."""
+
+    def __init__(self, task: trio.lowlevel.Task, scope: trio.CancelScope, n: int) -> None:
+        self.task = task
+        self.scope = scope
+        self.n = n
+        self.steps = 0
+        self.fired = False
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1
+            if self.steps == self.n:
+                self.fired = True
+                self.scope.cancel()
+
+
+@dataclass
+class Attempt(Generic[T]):
+    """How one cancelled attempt went."""
+
+    cancelled: bool  #: the operation raised Cancelled (caught here)
+    fired: bool  #: the cancel was requested at all (False: the op finished first)
+    value: T | None  #: what the operation returned, if it completed
+
+
+async def cancel_at(n: int, fn: Callable[[], Awaitable[T]]) -> Attempt[T]:
+    """Run ``fn()`` in this task, cancelling it at its ``n``-th schedule point."""
+    task = trio.lowlevel.current_task()
+    with trio.CancelScope() as scope:
+        inst = _CancelAtStep(task, scope, n)
+        if n == 0:
+            inst.fired = True
+            scope.cancel()
+        trio.lowlevel.add_instrument(inst)
+        try:
+            value = await fn()
+        finally:
+            trio.lowlevel.remove_instrument(inst)
+        return Attempt(cancelled=False, fired=inst.fired, value=value)
+    return Attempt(cancelled=True, fired=True, value=None)
+
+
+async def sweep(case: Callable[[int], Awaitable[bool]]) -> int:
+    """Run ``case(n)`` for n = 0, 1, ... until it reports that no cancel fired.
+
+    Returns how many schedule points the operation went through.
+    """
+    for n in range(64):
+        if not await case(n):
+            assert n >= 1, "every async operation must have at least one schedule point"
+            return n
+    raise AssertionError("the operation never completed")
+
+
+def path_of(stream: H2Stream) -> bytes:
+    return dict(stream.headers or [])[b":path"]
+
+
+def request(path: str) -> list[tuple[bytes, bytes]]:
+    return [(k, path.encode() if k == b":path" else v) for k, v in REQUEST]
+
+
+async def still_serves(conn: ClientConnection) -> None:
+    """The connection still runs a full exchange (the handlers echo ``/``)."""
+    async with conn.open_stream(REQUEST) as s:
+        await s.send_data(b"still alive", end_stream=True)
+        assert await s.receive_headers() == RESPONSE_200
+        assert await s.read_all() == b"still alive"
+
+
+class Gates:
+    """Server-side gates keyed by path, released by :meth:`release_when_blocked`."""
+
+    def __init__(self) -> None:
+        self.events: dict[bytes, list[trio.Event]] = {}
+
+    def gate(self, key: bytes, count: int = 1) -> list[trio.Event]:
+        self.events[key] = [trio.Event() for _ in range(count)]
+        return self.events[key]
+
+    async def release_when_blocked(self, key: bytes) -> None:
+        """Open each gate of ``key`` in turn, once every task is blocked."""
+        for event in self.events[key]:
+            await trio.testing.wait_all_tasks_blocked()
+            event.set()
+
+
+async def echo(stream: H2Stream) -> None:
+    body = await stream.read_all()
+    await stream.send_headers(RESPONSE_200)
+    await stream.send_data(body, end_stream=True)
+
+
+def make_handler(gates: Gates) -> Callable[[H2Stream], Awaitable[None]]:
+    """Handlers for the cases below, chosen by ``:path``."""
+
+    async def handler(stream: H2Stream) -> None:
+        path = path_of(stream)
+        if path == b"/":
+            await echo(stream)
+        elif path.startswith(b"/gate-then-echo"):
+            await gates.events[path][0].wait()
+            await echo(stream)
+        elif path.startswith(b"/late-headers"):
+            await gates.events[path][0].wait()
+            await stream.send_headers(RESPONSE_200, end_stream=True)
+        elif path.startswith(b"/late-body"):
+            await stream.send_headers(RESPONSE_200)
+            await gates.events[path][0].wait()
+            await stream.send_data(b"abc", end_stream=True)
+        elif path.startswith(b"/three-chunks"):
+            await stream.send_headers(RESPONSE_200)
+            for i, gate in enumerate(gates.events[path]):
+                await stream.send_data(bytes([65 + i]) * 100)
+                await gate.wait()
+            await stream.send_data(b"", end_stream=True)
+        elif path.startswith(b"/trailers"):
+            body = await stream.read_all()
+            reply = repr((body, stream.trailers)).encode()
+            await stream.send_headers(RESPONSE_200)
+            await stream.send_data(reply, end_stream=True)
+        elif path.startswith(b"/server-send-headers"):
+            await server_send_headers_case(stream)
+        else:  # pragma: no cover
+            raise AssertionError(path)
+
+    return handler
+
+
+async def server_send_headers_case(stream: H2Stream) -> None:
+    """Handler side of the send_headers sweep: n comes in the request's ``x-n``."""
+    n = int(dict(stream.headers or [])[b"x-n"])
+    attempt = await cancel_at(n, lambda: stream.send_headers(RESPONSE_200))
+    if attempt.cancelled:
+        # On cancellation: nothing was queued, so the headers can be sent again.
+        assert not stream._headers_sent
+        await stream.send_headers(RESPONSE_200)
+    outcome = b"cancelled" if attempt.cancelled else b"completed"
+    await stream.send_data(outcome + (b" fired" if attempt.fired else b""), end_stream=True)
+
+
+# ============================================================ sweeps, one per operation
+
+
+async def test_cancel_send_data_fast_path() -> None:
+    """A cancelled send_data queued nothing; the stream stays usable."""
+    gates = Gates()
+    with trio.fail_after(20):
+        async with connected_pair(make_handler(gates)) as (conn, _):
+
+            async def case(n: int) -> bool:
+                async with conn.open_stream(REQUEST) as s:
+                    attempt = await cancel_at(n, lambda: s.send_data(b"payload "))
+                    await s.send_data(b"rest", end_stream=True)
+                    await s.receive_headers()
+                    body = await s.read_all()
+                expected = b"rest" if attempt.cancelled else b"payload rest"
+                assert body == expected
+                await still_serves(conn)
+                return attempt.fired
+
+            assert await sweep(case) >= 1
+            assert conn.open_streams == 0
+
+
+async def test_cancel_send_data_waiting_for_write_quota() -> None:
+    """send_data cancelled while it waits for write quota queued nothing."""
+    gates = Gates()
+    big = bytes(200_000)  # admitted at once; leaves the quota negative
+    with trio.fail_after(20):
+        async with (
+            connected_pair(make_handler(gates), server_config=FIXED) as (conn, _),
+            trio.open_nursery() as nursery,
+        ):
+
+            async def case(n: int) -> bool:
+                path = f"/gate-then-echo-{n}"
+                gates.gate(path.encode())
+                async with conn.open_stream(request(path)) as s:
+                    await s.send_data(big)
+                    assert s._write_quota <= 0
+                    nursery.start_soon(gates.release_when_blocked, path.encode())
+                    attempt = await cancel_at(n, lambda: s.send_data(b"tail"))
+                    await s.end()
+                    await s.receive_headers()
+                    body = await s.read_all()
+                assert body == (big if attempt.cancelled else big + b"tail")
+                assert s._write_quota == FIXED.write_quota  # every byte returned
+                await still_serves(conn)
+                return attempt.fired
+
+            assert await sweep(case) >= 2  # at least: parked, then woken
+
+
+async def test_cancel_send_headers_in_a_handler() -> None:
+    """A handler's cancelled send_headers queued nothing; it may send them again."""
+    gates = Gates()
+    with trio.fail_after(20):
+        async with connected_pair(make_handler(gates)) as (conn, _):
+
+            async def case(n: int) -> bool:
+                headers = [*request("/server-send-headers"), (b"x-n", str(n).encode())]
+                async with conn.open_stream(headers, end_stream=True) as s:
+                    assert await s.receive_headers() == RESPONSE_200
+                    outcome = await s.read_all()
+                assert outcome in (b"cancelled fired", b"completed fired", b"completed")
+                if n == 0:
+                    assert outcome == b"cancelled fired"
+                await still_serves(conn)
+                return outcome != b"completed"
+
+            await sweep(case)
+
+
+async def test_cancel_send_trailers() -> None:
+    """A cancelled send_trailers queued nothing; the trailers can be sent again."""
+    gates = Gates()
+    trailers = [(b"x-t", b"1")]
+    with trio.fail_after(20):
+        async with connected_pair(make_handler(gates)) as (conn, _):
+
+            async def case(n: int) -> bool:
+                async with conn.open_stream(request("/trailers")) as s:
+                    await s.send_data(b"body")
+                    attempt = await cancel_at(n, lambda: s.send_trailers(trailers))
+                    if attempt.cancelled:
+                        assert not s._end_queued
+                        await s.send_trailers(trailers)
+                    await s.receive_headers()
+                    assert await s.read_all() == repr((b"body", trailers)).encode()
+                await still_serves(conn)
+                return attempt.fired
+
+            await sweep(case)
+
+
+async def test_cancel_receive_headers() -> None:
+    """A cancelled receive_headers consumed nothing: the headers are still there."""
+    gates = Gates()
+    with trio.fail_after(20):
+        async with (
+            connected_pair(make_handler(gates)) as (conn, _),
+            trio.open_nursery() as nursery,
+        ):
+
+            async def case(n: int) -> bool:
+                path = f"/late-headers-{n}"
+                gates.gate(path.encode())
+                async with conn.open_stream(request(path), end_stream=True) as s:
+                    nursery.start_soon(gates.release_when_blocked, path.encode())
+                    attempt = await cancel_at(n, s.receive_headers)
+                    assert await s.receive_headers() == RESPONSE_200
+                    if not attempt.cancelled:
+                        assert attempt.value == RESPONSE_200
+                    assert await s.read_all() == b""
+                await still_serves(conn)
+                return attempt.fired
+
+            assert await sweep(case) >= 2
+
+
+async def test_cancel_receive_some() -> None:
+    """A cancelled receive_some lost no data."""
+    gates = Gates()
+    with trio.fail_after(20):
+        async with (
+            connected_pair(make_handler(gates)) as (conn, _),
+            trio.open_nursery() as nursery,
+        ):
+
+            async def case(n: int) -> bool:
+                path = f"/late-body-{n}"
+                gates.gate(path.encode())
+                async with conn.open_stream(request(path), end_stream=True) as s:
+                    await s.receive_headers()
+                    nursery.start_soon(gates.release_when_blocked, path.encode())
+                    attempt = await cancel_at(n, s.receive_some)
+                    got = b"" if attempt.cancelled else attempt.value
+                    assert got is not None
+                    assert got + await s.read_all() == b"abc"
+                    assert s.closed
+                await still_serves(conn)
+                return attempt.fired
+
+            assert await sweep(case) >= 2
+
+
+async def test_cancel_receive_exactly() -> None:
+    """A cancelled receive_exactly loses only what it had gathered; the rest still arrives."""
+    gates = Gates()
+    body = b"A" * 100 + b"B" * 100 + b"C" * 100
+    with trio.fail_after(20):
+        async with (
+            connected_pair(make_handler(gates)) as (conn, _),
+            trio.open_nursery() as nursery,
+        ):
+
+            async def case(n: int) -> bool:
+                path = f"/three-chunks-{n}"
+                gates.gate(path.encode(), count=3)
+                async with conn.open_stream(request(path), end_stream=True) as s:
+                    await s.receive_headers()
+                    nursery.start_soon(gates.release_when_blocked, path.encode())
+                    attempt = await cancel_at(n, lambda: s.receive_exactly(300))
+                    f = s._in_flow
+                    if n == 0:
+                        assert f.delta == 0  # cancelled before it started: nothing granted
+                    consumed = f.received - f.pending_data
+                    assert f.acked + f.pending_update - f.delta == consumed
+                    rest = await s.read_all()
+                    if attempt.cancelled:
+                        assert body.endswith(rest)
+                        assert len(rest) == len(body) - consumed
+                    else:
+                        assert attempt.value == body
+                        assert rest == b""
+                await still_serves(conn)
+                return attempt.fired
+
+            assert await sweep(case) >= 3
+
+
+async def test_cancel_open_stream_waiting_for_stream_quota() -> None:
+    """open_stream cancelled while waiting for stream quota sent nothing and holds no quota."""
+    gates = Gates()
+    config = TransportConfig(max_concurrent_streams=1)
+    requests_seen: list[bytes] = []
+
+    async def counting(stream: H2Stream) -> None:
+        requests_seen.append(path_of(stream))
+        await make_handler(gates)(stream)
+
+    with trio.fail_after(20):
+        async with (
+            connected_pair(counting, server_config=config) as (conn, _),
+            trio.open_nursery() as nursery,
+        ):
+
+            async def blocker(path: str) -> None:
+                async with conn.open_stream(request(path), end_stream=True) as b:
+                    await b.receive_headers()
+                    await b.read_all()
+
+            async def case(n: int) -> bool:
+                path = f"/gate-then-echo-{n}"
+                gates.gate(path.encode())
+                nursery.start_soon(blocker, path)
+                await trio.testing.wait_all_tasks_blocked()
+                assert conn.open_streams == 1  # the blocker holds the only slot
+                seen_before = len(requests_seen)
+                nursery.start_soon(gates.release_when_blocked, path.encode())
+                cm = conn.open_stream(REQUEST)
+                attempt = await cancel_at(n, cm.__aenter__)
+                if attempt.cancelled:
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert len(requests_seen) == seen_before  # nothing reached the server
+                    # Only live streams hold quota: the cancelled call holds none.
+                    assert core_open_outbound(conn) == conn.open_streams
+                else:
+                    s = attempt.value
+                    assert s is not None
+                    await s.send_data(b"in", end_stream=True)
+                    await s.receive_headers()
+                    assert await s.read_all() == b"in"
+                    await cm.__aexit__(None, None, None)
+                await still_serves(conn)
+                return attempt.fired
+
+            assert await sweep(case) >= 2
+            assert conn.open_streams == 0
+
+
+def core_open_outbound(conn: ClientConnection) -> int:
+    """The client's count of streams holding stream quota."""
+    return conn._core._open_outbound
+
+
+async def test_cancel_receive_trailers_and_read_all() -> None:
+    """Cancelled receive_trailers/read_all leave the stream readable to its end."""
+    gates = Gates()
+    with trio.fail_after(20):
+        async with (
+            connected_pair(make_handler(gates)) as (conn, _),
+            trio.open_nursery() as nursery,
+        ):
+            for op in ("receive_trailers", "read_all"):
+
+                async def case(n: int, op: str = op) -> bool:
+                    path = f"/late-body-{op}-{n}"
+                    gates.gate(path.encode())
+                    async with conn.open_stream(request(path), end_stream=True) as s:
+                        await s.receive_headers()
+                        nursery.start_soon(gates.release_when_blocked, path.encode())
+                        fn: Callable[[], Awaitable[Any]] = getattr(s, op)
+                        attempt = await cancel_at(n, fn)
+                        rest = await s.read_all()
+                        if attempt.cancelled:
+                            assert rest in (b"abc", b"")  # b"" only if read_all had it all
+                        elif op == "read_all":
+                            assert attempt.value is not None
+                            assert attempt.value + rest == b"abc"
+                        assert s.closed
+                    await still_serves(conn)
+                    return attempt.fired
+
+                assert await sweep(case) >= 2
+
+
+async def test_cancel_aclose_still_closes() -> None:
+    """H2Stream.aclose closes the stream even when cancelled."""
+    gates = Gates()
+    with trio.fail_after(20):
+        async with connected_pair(make_handler(gates)) as (conn, _):
+
+            async def case(n: int) -> bool:
+                path = f"/gate-then-echo-aclose-{n}"
+                gates.gate(path.encode())[0].set()
+                async with conn.open_stream(request(path)) as s:
+                    attempt = await cancel_at(n, s.aclose)
+                    assert s.closed
+                    with pytest.raises(StreamResetError) as info:
+                        await s.send_data(b"x")
+                    assert info.value.error_code == ErrorCodes.CANCEL
+                    assert info.value.remote is False
+                await still_serves(conn)
+                return attempt.fired
+
+            await sweep(case)
+
+
+# ============================================================ every async call checkpoints
+
+
+async def test_every_public_async_call_checkpoints_fast_path_included() -> None:
+    """Each public async call checkpoints even when it need not wait; sync calls never do."""
+    body = b"0123456789"
+    server_checks: list[str] = []
+
+    async def handler(stream: H2Stream) -> None:
+        if path_of(stream) != b"/check":
+            return await echo(stream)
+        await trio.testing.wait_all_tasks_blocked()  # the whole request is buffered
+        with trio.testing.assert_checkpoints():
+            assert await stream.receive_exactly(2) == b"01"
+        with trio.testing.assert_checkpoints():
+            assert await stream.receive_some(3) == b"234"
+        with trio.testing.assert_checkpoints():
+            assert await stream.read_all() == b"56789"
+        with trio.testing.assert_checkpoints():
+            assert await stream.receive_some() == b""  # at the end
+        with trio.testing.assert_checkpoints():
+            assert await stream.receive_trailers() == [(b"x-t", b"1")]
+        with trio.testing.assert_checkpoints():
+            assert await stream.receive_exactly(5) == b""
+        with trio.testing.assert_checkpoints():
+            await stream.send_headers(RESPONSE_200)
+        with trio.testing.assert_checkpoints():
+            await stream.send_data(b"reply")
+        with trio.testing.assert_checkpoints():
+            await stream.send_trailers([(b"x-done", b"1")])
+        server_checks.append("ok")
+
+    with trio.fail_after(10):
+        async with connected_pair(handler) as (conn, _):
+            cm = conn.open_stream(request("/check"))
+            with trio.testing.assert_checkpoints():
+                s = await cm.__aenter__()
+            try:
+                with trio.testing.assert_checkpoints():
+                    await s.send_data(body)
+                with trio.testing.assert_checkpoints():
+                    await s.send_trailers([(b"x-t", b"1")])
+                await trio.testing.wait_all_tasks_blocked()
+                with trio.testing.assert_checkpoints():
+                    assert await s.receive_headers() == RESPONSE_200
+                with trio.testing.assert_checkpoints():
+                    assert await s.receive_some() == b"reply"
+                with trio.testing.assert_checkpoints():
+                    assert await s.receive_trailers() == [(b"x-done", b"1")]
+            finally:
+                await cm.__aexit__(None, None, None)
+            assert server_checks == ["ok"]
+
+            async with conn.open_stream(REQUEST) as s2:
+                with trio.testing.assert_checkpoints():
+                    await s2.end()
+                with trio.testing.assert_no_checkpoints():
+                    s2.reset()
+                    s2.reset()  # idempotent
+                    assert s2.closed
+                with trio.testing.assert_checkpoints():
+                    await s2.aclose()
+            with trio.testing.assert_checkpoints():
+                headers, data, _ = await conn.request("POST", "/", body=b"ping")
+            assert (headers, data) == (RESPONSE_200, b"ping")

@@ -1,0 +1,228 @@
+"""Unit tests for ``trio_h2t._h2state``: h2 with GOAWAY and stream counting owned by us.
+
+Sans-IO: an :class:`H2State` talks to a plain ``h2`` peer by handing bytes across, as
+h2's own ``test_interacting_stacks`` does without the threads.
+"""
+
+from __future__ import annotations
+
+import time
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import h2.settings
+import pytest
+from h2.connection import ConnectionState
+from h2.errors import ErrorCodes
+from h2.frame_buffer import FrameBuffer
+from h2.settings import SettingCodes
+from helpers import UnlimitedH2Connection
+from hyperframe.frame import Frame, GoAwayFrame, PingFrame, SettingsFrame
+
+from trio_h2t._h2state import GoAwayReceived, H2State, goaway_frame, make_h2_state
+
+REQUEST = [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"x"), (b":path", b"/")]
+
+
+def plain(client_side: bool) -> h2.connection.H2Connection:
+    return h2.connection.H2Connection(
+        h2.config.H2Configuration(client_side=client_side, header_encoding=None)
+    )
+
+
+def ours(client_side: bool, max_concurrent_streams: int = 100) -> H2State:
+    return make_h2_state(
+        client_side=client_side,
+        max_concurrent_streams=max_concurrent_streams,
+        initial_window_size=65_535,
+        max_header_list_size=65_536,
+    )
+
+
+def handshake(client: h2.connection.H2Connection, server: h2.connection.H2Connection) -> None:
+    """Exchange prefaces and SETTINGS (and their ACKs) until both sides are quiet."""
+    client.initiate_connection()
+    server.initiate_connection()
+    for _ in range(3):
+        server.receive_data(client.data_to_send())
+        client.receive_data(server.data_to_send())
+
+
+def frames(data: bytes) -> list[Frame]:
+    """Parse a run of frames (no preface)."""
+    buf = FrameBuffer(server=False)
+    buf.max_frame_size = 2**24 - 1
+    buf.add_data(data)
+    return list(buf)
+
+
+def test_goaway_received_leaves_h2_open() -> None:
+    """After a GOAWAY, h2 stays OPEN: stream 1 completes and new HEADERS can still go out."""
+    client, server = ours(client_side=True), plain(client_side=False)
+    handshake(client, server)
+    client.send_headers(1, REQUEST, end_stream=True)
+    server.receive_data(client.data_to_send())
+
+    events = client.receive_data(goaway_frame(1, ErrorCodes.NO_ERROR, b"bye"))
+    [ev] = events
+    assert isinstance(ev, GoAwayReceived)
+    assert (ev.last_stream_id, ev.error_code, ev.debug_data) == (1, ErrorCodes.NO_ERROR, b"bye")
+    assert client.state_machine.state == ConnectionState.CLIENT_OPEN
+    assert client.data_to_send() == b""  # h2 did not answer with GOAWAY of its own
+
+    # The server keeps answering stream 1 (a plain h2 client would now fail: h2 #1181).
+    server.send_headers(1, [(b":status", b"200")])
+    server.send_data(1, b"still here", end_stream=True)
+    events = client.receive_data(server.data_to_send())
+    kinds = [type(e) for e in events]
+    assert h2.events.ResponseReceived in kinds
+    assert h2.events.StreamEnded in kinds
+    data = [e for e in events if isinstance(e, h2.events.DataReceived)]
+    assert data[0].data == b"still here"
+    # And h2 still accepts outbound HEADERS (trio_h2t itself refuses new streams).
+    client.send_headers(3, REQUEST, end_stream=True)
+    assert client.data_to_send()
+
+
+def test_plain_h2_closes_on_goaway() -> None:
+    """The contrast: a plain h2 connection is CLOSED by a received GOAWAY (h2 #1181)."""
+    client, server = plain(client_side=True), plain(client_side=False)
+    handshake(client, server)
+    client.receive_data(goaway_frame(0, ErrorCodes.NO_ERROR))
+    assert client.state_machine.state == ConnectionState.CLOSED
+    with pytest.raises(h2.exceptions.ProtocolError):
+        client.send_headers(1, REQUEST)
+
+
+@pytest.mark.parametrize(
+    ("last", "code", "debug"),
+    [
+        (0, ErrorCodes.NO_ERROR, b""),
+        (2**31 - 1, ErrorCodes.ENHANCE_YOUR_CALM, b"calm down"),
+        (7, 0xABC, b"x"),
+    ],
+)
+def test_goaway_frame_round_trips_through_hyperframe(last: int, code: int, debug: bytes) -> None:
+    """goaway_frame serialises a GOAWAY that hyperframe parses back field for field."""
+    data = goaway_frame(last, code, debug)
+    frame, length = Frame.parse_frame_header(memoryview(data[:9]))
+    assert isinstance(frame, GoAwayFrame)
+    assert length == len(data) - 9
+    frame.parse_body(memoryview(data[9:]))
+    assert (frame.stream_id, frame.last_stream_id, frame.error_code) == (0, last, code)
+    assert frame.additional_data == debug
+
+
+def test_open_stream_counts_are_constant_zero() -> None:
+    """open_*_streams are 0 and never scan the streams (h2 #1184)."""
+    state = ours(client_side=True)
+    scans = 0
+    original = state._open_streams
+
+    def counting(remainder: int) -> int:
+        nonlocal scans
+        scans += 1
+        return original(remainder)
+
+    state._open_streams = counting  # type: ignore[method-assign]
+    state.initiate_connection()
+    for sid in range(1, 200, 2):
+        state.send_headers(sid, REQUEST)
+    assert (state.open_outbound_streams, state.open_inbound_streams) == (0, 0)
+    assert scans == 0
+    assert len(state.streams) == 100
+
+
+def _three_streams_to(server: h2.connection.H2Connection) -> bytes:
+    """Handshake a limit-ignoring client with ``server``; return its HEADERS for 1, 3, 5."""
+    client = UnlimitedH2Connection(
+        h2.config.H2Configuration(client_side=True, header_encoding=None)
+    )
+    handshake(client, server)
+    for sid in (1, 3, 5):
+        client.send_headers(sid, REQUEST, end_stream=True)
+    return client.data_to_send()
+
+
+def test_server_admits_streams_beyond_its_limit_where_h2_would_fail() -> None:
+    """H2State lets trio_h2t refuse excess streams itself; plain h2 kills the connection."""
+    state = ours(client_side=False, max_concurrent_streams=2)
+    events = state.receive_data(_three_streams_to(state))
+    received = [e.stream_id for e in events if isinstance(e, h2.events.RequestReceived)]
+    assert received == [1, 3, 5]
+
+    server = plain(client_side=False)
+    server.local_settings = h2.settings.Settings(
+        client=False, initial_values={SettingCodes.MAX_CONCURRENT_STREAMS: 2}
+    )
+    with pytest.raises(h2.exceptions.TooManyStreamsError):
+        server.receive_data(_three_streams_to(server))  # hypercorn #335
+
+
+def test_prune_keeps_the_stream_table_bounded_over_10k_streams() -> None:
+    """After 10 000 streams open and close, h2's stream table stays small, in O(1) each."""
+    state = ours(client_side=True)
+    state.initiate_connection()
+    largest = 0
+    start = time.perf_counter()
+    for i in range(10_000):
+        sid = 2 * i + 1
+        state.send_headers(sid, REQUEST, end_stream=True)
+        state.reset_stream(sid, ErrorCodes.CANCEL)
+        state.prune_closed_streams()
+        largest = max(largest, len(state.streams))
+        if i % 1000 == 0:
+            state.data_to_send()  # as loopy would
+    elapsed = time.perf_counter() - start
+    assert largest <= 64
+    assert len(state.streams) < 64
+    assert elapsed < 10  # generous; a quadratic scan over 10k streams takes far longer
+
+
+def test_prune_keeps_open_streams() -> None:
+    """Pruning forgets only closed streams."""
+    state = ours(client_side=True)
+    state.initiate_connection()
+    for sid in range(1, 2 * 100, 2):
+        state.send_headers(sid, REQUEST)  # left open
+        state.prune_closed_streams()
+    assert len(state.streams) == 100
+    assert all(s.open for s in state.streams.values())
+
+
+def test_events_before_a_protocol_error_are_kept() -> None:
+    """Events of frames processed before a bad frame survive in events_before_error."""
+    client, server = ours(client_side=True), plain(client_side=False)
+    handshake(client, server)
+    ping = PingFrame(0, opaque_data=b"12345678").serialize()
+    # DATA on stream 0 is a connection error (hyperframe will not build it: raw bytes).
+    bad = b"\x00\x00\x01" + b"\x00" + b"\x00" + b"\x00\x00\x00\x00" + b"x"
+    with pytest.raises(h2.exceptions.ProtocolError):
+        client.receive_data(ping + bad)
+    assert [type(e) for e in client.events_before_error] == [h2.events.PingReceived]
+    # h2 queued its GOAWAY; it is ours to flush.
+    assert any(isinstance(f, GoAwayFrame) for f in frames(client.data_to_send()))
+
+
+def test_first_settings_carry_our_values_and_pending_bytes_tracks_the_buffer() -> None:
+    """make_h2_state's first SETTINGS carry the configured values; pending_bytes is exact."""
+    state = make_h2_state(
+        client_side=True,
+        max_concurrent_streams=7,
+        initial_window_size=100_000,
+        max_header_list_size=4096,
+    )
+    state.initiate_connection()
+    pending = state.pending_bytes()
+    data = state.data_to_send()
+    assert pending == len(data) > 0
+    assert state.pending_bytes() == 0
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    assert data.startswith(preface)
+    [settings] = [f for f in frames(data[len(preface) :]) if isinstance(f, SettingsFrame)]
+    assert settings.settings[SettingCodes.MAX_CONCURRENT_STREAMS] == 7
+    assert settings.settings[SettingCodes.INITIAL_WINDOW_SIZE] == 100_000
+    assert settings.settings[SettingCodes.MAX_HEADER_LIST_SIZE] == 4096
+    assert settings.settings[SettingCodes.ENABLE_PUSH] == 0
