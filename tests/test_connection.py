@@ -1291,3 +1291,54 @@ async def test_cancelling_serve_connection_cancels_handlers_at_once() -> None:
                     await s.receive_headers()
             assert cancelled == [True]
     assert h2t_tasks() == []
+
+
+async def test_streams_sent_before_our_settings_are_acked_are_tolerated() -> None:
+    """Streams opened before the client saw our SETTINGS are served up to 100 (RFC 9113 §6.5.3)."""
+    from helpers import ScriptedPeer
+
+    server_t, client_t = trio.testing.memory_stream_pair()
+    peer = ScriptedPeer(
+        client_t,
+        client_side=True,
+        h2_conn=UnlimitedH2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding=None)
+        ),
+    )
+    config = TransportConfig(max_concurrent_streams=2)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(serve_connection, server_t, echo, config=config))
+            # Preface and five requests in one write, before reading the server's
+            # SETTINGS: under the initial "unlimited" these were all legal.
+            peer.h2.initiate_connection()
+            for sid in (1, 3, 5, 7, 9):
+                peer.h2.send_headers(sid, REQUEST, end_stream=True)
+            await peer.flush()
+            await peer.read_until(lambda: len(peer.events_of(h2.events.StreamEnded)) == 5)
+            assert peer.events_of(h2.events.StreamReset) == []
+            await peer.transport.aclose()
+
+
+async def test_ipv6_authority_is_bracketed() -> None:
+    """open_connection to an IPv6 literal puts it in brackets in :authority."""
+
+    async def handler(stream: H2Stream) -> None:
+        authority = dict(stream.headers or []).get(b":authority")
+        await stream.send_headers(RESPONSE_200)
+        await stream.send_data(authority or b"", end_stream=True)
+
+    try:
+        probe = trio.socket.socket(trio.socket.AF_INET6)
+        await probe.bind(("::1", 0))
+        probe.close()
+    except OSError:
+        pytest.fail("IPv6 loopback (::1) is not available on this machine")
+    async with trio.open_nursery() as nursery:
+        server: H2Server = await nursery.start(functools.partial(serve_tcp, handler, 0, host="::1"))
+        with trio.fail_after(5):
+            async with open_connection("::1", server.port) as conn:
+                assert conn.authority == f"[::1]:{server.port}".encode()
+                _, body, _ = await conn.request("GET", "/")
+                assert body == conn.authority
+        nursery.cancel_scope.cancel()

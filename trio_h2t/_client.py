@@ -213,6 +213,17 @@ async def _unwrap_single() -> AsyncIterator[None]:
         raise
 
 
+def _reason(exc: OSError) -> str:
+    # trio reports "all attempts to connect ... failed" and keeps the real reasons
+    # (one per address tried) in __cause__; name the first one.
+    cause = exc.__cause__
+    while isinstance(cause, BaseExceptionGroup):
+        cause = cause.exceptions[0] if cause.exceptions else None
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    return exc.strerror or str(exc)
+
+
 @asynccontextmanager
 async def open_connection(
     host: str,
@@ -227,8 +238,8 @@ async def open_connection(
     try:
         transport = await trio.open_tcp_stream(host, port)
     except OSError as exc:
-        err = ConnectionLostError(f"cannot connect to {host}:{port}: {exc.strerror or exc}")
-        raise err from exc
-    authority = f"{host}:{port}" if port not in (80,) else host
+        raise ConnectionLostError(f"cannot connect to {host}:{port}: {_reason(exc)}") from exc
+    name = f"[{host}]" if ":" in host else host  # RFC 3986 §3.2.2: IPv6 in brackets
+    authority = f"{name}:{port}" if port != 80 else name
     async with open_client_connection(transport, authority=authority, config=config) as conn:
         yield conn

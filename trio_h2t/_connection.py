@@ -25,6 +25,7 @@ fast with a ``ConnectionClosingError`` whose ``__cause__`` is that error.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 
@@ -68,9 +69,45 @@ logging.getLogger("hpack.hpack").setLevel(logging.WARNING)
 
 Handler = Callable[[H2Stream], Awaitable[None]]
 
+#: Streams a server accepts before the client has acknowledged our SETTINGS (h2's
+#: and httpcore's default limit), if our own limit is lower.
+PRE_ACK_STREAM_LIMIT = 100
+
 
 class _PeerClosed(Exception):
     """The transport reached EOF."""
+
+
+def _buffer_reader(
+    transport: trio.abc.ReceiveStream, size: int
+) -> Callable[[], Awaitable[bytes | bytearray | memoryview]]:
+    """A read function for the reader task.
+
+    On a ``trio.SocketStream`` it reads into one reused buffer of ``size`` bytes
+    (``recv_into``) and returns a view of it, valid until the next read: h2 copies
+    what it is given into its own frame buffer at once, so nothing keeps the view.
+    Any other stream is read with ``receive_some(size)``. Errors follow
+    ``trio.abc.ReceiveStream``: BrokenResourceError for the network,
+    ClosedResourceError if the stream was closed.
+    """
+    if not isinstance(transport, trio.SocketStream):
+        return functools.partial(transport.receive_some, size)
+    sock = transport.socket
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+
+    async def read() -> memoryview:
+        try:
+            n = await sock.recv_into(buffer)
+        except trio.ClosedResourceError:
+            raise
+        except OSError as exc:
+            if sock.fileno() == -1:
+                raise trio.ClosedResourceError("the socket was closed") from exc
+            raise trio.BrokenResourceError(f"socket read failed: {exc}") from exc
+        return view[:n]
+
+    return read
 
 
 class ConnectionCore:
@@ -128,6 +165,7 @@ class ConnectionCore:
         self._open_outbound = 0  # shared: +1 in open_stream, -1 when a stream closes
         self._quota_lot = trio.lowlevel.ParkingLot()
         self._open_inbound = 0  # owner: reader (server)
+        self._settings_acked = False  # owner: reader: the peer acked our SETTINGS
 
     # ------------------------------------------------------------------ start-up
 
@@ -150,8 +188,7 @@ class ConnectionCore:
         Never raises for a connection ending (that becomes ``self.error``); raises
         only for bugs. Checkpoint: always.
         """
-        transport = self.transport
-        size = self.config.read_buffer_size
+        read = _buffer_reader(self.transport, self.config.read_buffer_size)
         state = self.h2
         cbuf = self.cbuf
         try:
@@ -160,7 +197,7 @@ class ConnectionCore:
             with self._reader_scope:
                 while True:
                     await cbuf.wait_unthrottled()
-                    data = await transport.receive_some(size)
+                    data = await read()
                     if not data:
                         raise _PeerClosed
                     before = state.pending_bytes()
@@ -257,12 +294,24 @@ class ConnectionCore:
                 assert isinstance(ev, h2.events.PingAckReceived)
                 if ev.ping_data == BDP_PING_DATA and self._bdp is not None:
                     self._on_bdp_ack()
+            elif kind is h2.events.SettingsAcknowledged:
+                self._settings_acked = True
             elif kind is GoAwayReceived:
                 assert isinstance(ev, GoAwayReceived)
                 self._on_goaway(ev)
-            # Others (SettingsAcknowledged, PriorityUpdated, InformationalResponse,
+            # Others (PriorityUpdated, InformationalResponse,
             # UnknownFrameReceived, ...) need nothing from us.
         return announced
+
+    def _inbound_stream_limit(self) -> int:
+        # RFC 9113 §6.5.3: a peer may open streams before it has seen our SETTINGS,
+        # under the initial "unlimited"; until it acknowledges them, refusing at our
+        # limit would fail requests that were legal when sent (nghttp -m 50 and h2load
+        # do not retry REFUSED_STREAM). Tolerate at least h2's default of 100 until then.
+        limit = self.config.max_concurrent_streams
+        if not self._settings_acked:
+            limit = max(limit, PRE_ACK_STREAM_LIMIT)
+        return limit
 
     def _on_request(self, ev: h2.events.RequestReceived) -> bool:
         sid = ev.stream_id
@@ -271,7 +320,7 @@ class ConnectionCore:
             self.closing
             or self._handler is None
             or self.handler_nursery is None
-            or self._open_inbound >= self.config.max_concurrent_streams
+            or self._open_inbound >= self._inbound_stream_limit()
         ):
             # Refused before any handler sees it; h2 already decoded the header
             # block, so HPACK stays in sync, and the connection lives on.
