@@ -1342,3 +1342,47 @@ async def test_ipv6_authority_is_bracketed() -> None:
                 _, body, _ = await conn.request("GET", "/")
                 assert body == conn.authority
         nursery.cancel_scope.cancel()
+
+
+async def test_reset_in_same_read_as_request_cancels_handler_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A RST_STREAM arriving with its request cancels the handler; nothing is logged as an error."""
+    ran: list[str] = []
+
+    async def handler(stream: H2Stream) -> None:
+        try:
+            await stream.send_headers(RESPONSE_200)
+            await stream.read_all()
+            ran.append("finished")
+        except BaseException as exc:
+            ran.append(type(exc).__name__)
+            raise
+
+    with trio.fail_after(5):
+        async with open_peer_client(handler) as (peer, _core):
+            peer.h2.send_headers(1, REQUEST, end_stream=False)
+            peer.h2.reset_stream(1, ErrorCodes.CANCEL)
+            await peer.flush()  # both frames in one write, so in one read
+            peer.h2.send_headers(3, REQUEST, end_stream=True)
+            await peer.flush()
+            await peer.read_until(lambda: bool(peer.events_of(h2.events.ResponseReceived)))
+            await trio.testing.wait_all_tasks_blocked()
+    assert ran
+    assert ran[0] == "Cancelled"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_content_length_checked_when_headers_end_the_request() -> None:
+    """A request ending on HEADERS or trailers must match its content-length (§8.1.1)."""
+    with trio.fail_after(5):
+        async with open_peer_client(echo) as (peer, core):
+            peer.h2.send_headers(1, [*REQUEST, (b"content-length", b"5")], end_stream=True)
+            peer.h2.send_headers(3, [*REQUEST, (b"content-length", b"10")], end_stream=False)
+            peer.h2.send_data(3, b"abcd")
+            peer.h2.send_headers(3, [(b"x-trailer", b"1")], end_stream=True)
+            await peer.flush()
+            await peer.read_until(lambda: len(peer.events_of(h2.events.StreamReset)) == 2)
+            resets = {ev.stream_id: ev.error_code for ev in peer.events_of(h2.events.StreamReset)}
+            assert resets == {1: ErrorCodes.PROTOCOL_ERROR, 3: ErrorCodes.PROTOCOL_ERROR}
+            assert core.open_streams == 0

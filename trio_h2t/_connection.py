@@ -110,6 +110,19 @@ def _buffer_reader(
     return read
 
 
+def _content_length(headers: HeaderList) -> int | None:
+    """The request's content-length: None if absent, -1 if invalid."""
+    value = None
+    for name, v in headers:
+        if name == b"content-length":
+            if value is not None and v != value:
+                return -1  # RFC 9110 §8.6: differing values make it invalid
+            value = v
+    if value is None:
+        return None
+    return int(value) if value.isdigit() else -1
+
+
 class ConnectionCore:
     """Shared state of one connection (client or server). Built by client/server code."""
 
@@ -252,6 +265,7 @@ class ConnectionCore:
                     self._put(Ping(BDP_PING_DATA))
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
+                    stream._body_received += len(ev.data)
                     stream._on_data(ev.data, n)
             elif kind is h2.events.RequestReceived:
                 assert isinstance(ev, h2.events.RequestReceived)
@@ -270,6 +284,11 @@ class ConnectionCore:
                 assert isinstance(ev, h2.events.StreamEnded)
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
+                    expected = stream._content_length
+                    if expected is not None and expected != stream._body_received:
+                        self._malformed(stream)  # h2 checks only END_STREAM on DATA
+                        announced = True
+                        continue
                     stream._on_end()
                     if stream._out_done:
                         self.stream_closed(stream)
@@ -327,21 +346,53 @@ class ConnectionCore:
             self.h2.reset_stream(sid, ErrorCodes.REFUSED_STREAM)
             self._put(PeerResponse("rst"))
             return True
-        stream = H2Stream._create(self, stream_id=sid, headers=list(ev.headers))
+        headers = list(ev.headers)
+        content_length = _content_length(headers)
+        if content_length == -1 or (ev.stream_ended and content_length not in (None, 0)):
+            # RFC 9113 §8.1.1: malformed (a bad content-length, or one that a request
+            # ending with its HEADERS cannot match): stream error PROTOCOL_ERROR.
+            self.h2.reset_stream(sid, ErrorCodes.PROTOCOL_ERROR)
+            self._put(PeerResponse("rst"))
+            return True
+        stream = H2Stream._create(self, stream_id=sid, headers=headers)
+        stream._content_length = content_length
+        # Created here, not in the handler task: a reset that arrives before the
+        # handler first runs must still cancel it.
+        stream._cancel_scope = trio.CancelScope()
         streams = self._streams
         streams[sid] = stream
         self._open_inbound += 1
         self.handler_nursery.start_soon(self._run_handler, stream, name=f"h2-stream-{sid}")
         return False
 
+    def _malformed(self, stream: H2Stream) -> None:
+        """RFC 9113 §8.1.1: a malformed request is a stream error PROTOCOL_ERROR."""
+        code = ErrorCodes.PROTOCOL_ERROR
+        self.h2.reset_stream(stream.stream_id, code)
+        self._put(PeerResponse("rst"))
+        stream._reset_sent = True
+        if stream._cancel_scope is not None:
+            stream._cancel_scope.cancel()
+        stream._fail(StreamResetError(stream.stream_id, code, remote=False))
+        self._put(StreamDone(stream))
+        self.stream_closed(stream)
+
     async def _run_handler(self, stream: H2Stream) -> None:
         handler = self._handler
         assert handler is not None
-        scope = trio.CancelScope()
-        stream._cancel_scope = scope
+        scope = stream._cancel_scope
+        assert scope is not None
         try:
             with scope:
                 await handler(stream)
+        except (StreamResetError, ConnectionClosingError, ConnectionLostError) as exc:
+            if stream._error is None:
+                log.exception("handler for stream %d raised; resetting it", stream.stream_id)
+                stream.reset(ErrorCodes.INTERNAL_ERROR)
+            else:
+                # The stream failed under the handler (the peer reset it, or the
+                # connection ended) before it could be cancelled: not its bug.
+                log.debug("handler for stream %d stopped: %r", stream.stream_id, exc)
         except Exception:
             log.exception("handler for stream %d raised; resetting it", stream.stream_id)
             stream.reset(ErrorCodes.INTERNAL_ERROR)
@@ -422,7 +473,10 @@ class ConnectionCore:
         previous = self.goaway_received
         self.goaway_received = ev
         if not self.client_side:
-            return  # a client's GOAWAY only means it opens no more streams
+            # The client opens no more streams: close once the open ones are done
+            # (h2spec generic/3.8/1, http2/7/1 expect an idle connection to close).
+            self._close_if_done_after_goaway()
+            return
         upper = previous.last_stream_id if previous is not None else 2**31
         for sid, stream in list(self._streams.items()):
             if ev.last_stream_id < sid <= upper:
@@ -469,6 +523,16 @@ class ConnectionCore:
                 self._open_inbound -= 1
         if not self._streams and (self.closing or self.goaway_received is not None):
             self._idle.set()
+            self._close_if_done_after_goaway()
+
+    def _close_if_done_after_goaway(self) -> None:
+        # Server side: after the client's GOAWAY, the connection ends with its last
+        # stream: answer with our own GOAWAY, flush, stop.
+        if self.client_side or self._streams or self.closing or self.goaway_received is None:
+            return
+        self.closing = True
+        self._put(GoAway(ErrorCodes.NO_ERROR))
+        self._put(CloseConnection())
 
     def local_end_written(self, stream: H2Stream) -> None:
         """Loopy wrote our END_STREAM for ``stream``."""

@@ -18,6 +18,12 @@ long-lived transport (see ``docs/architecture.md``):
 3. **Events are lost on a mid-buffer protocol error**: ``receive_data`` discards the
    events of frames it already processed. ``events_before_error`` keeps them so the
    caller can still dispatch them.
+4. **RFC details h2 misses** (found by ``tests/conformance``): the preface must start
+   with SETTINGS (§3.4); HPACK failures are COMPRESSION_ERROR (§4.3); DATA after the
+   peer's END_STREAM is a connection error STREAM_CLOSED (§5.1); SETTINGS ACK with a
+   payload is FRAME_SIZE_ERROR (§6.5); the WINDOW_UPDATE reserved bit is ignored
+   (§6.9); a PUSH_PROMISE from a client is a PROTOCOL_ERROR before any decoding
+   (§8.4).
 
 Everything else (HPACK, frame parsing, stream states, flow-control windows and their
 overrun checks) is h2's. Only loopy pulls bytes out (``data_to_send``).
@@ -32,9 +38,11 @@ import h2.connection
 import h2.events
 import h2.settings
 from h2.errors import ErrorCodes
-from h2.exceptions import ProtocolError
+from h2.exceptions import FrameDataMissingError, ProtocolError, StreamClosedError
+from h2.frame_buffer import FrameBuffer
+from hpack.exceptions import HPACKError
 from hyperframe.exceptions import InvalidPaddingError
-from hyperframe.frame import GoAwayFrame
+from hyperframe.frame import DataFrame, GoAwayFrame, SettingsFrame
 
 __all__ = ["GoAwayReceived", "H2State", "goaway_frame"]
 
@@ -63,6 +71,35 @@ def goaway_frame(last_stream_id: int, error_code: int, debug_data: bytes = b"") 
     return bytes(frame.serialize())
 
 
+_HPACK_FAILURES = (HPACKError, IndexError, TypeError, UnicodeDecodeError)  # h2's list
+
+_SETTINGS = 0x4
+_WINDOW_UPDATE = 0x8
+
+
+class _FrameBuffer(FrameBuffer):
+    """h2's frame buffer, with two RFC 9113 rules hyperframe gets wrong.
+
+    - §6.9: the reserved bit of a WINDOW_UPDATE increment MUST be ignored;
+      hyperframe range-checks the increment with the bit still set.
+    - §6.5: a SETTINGS frame with ACK and a payload is a FRAME_SIZE_ERROR;
+      hyperframe's complaint becomes h2's PROTOCOL_ERROR.
+
+    Both are decided from the raw frame header before h2 parses the frame.
+    """
+
+    def __next__(self) -> Any:
+        data = self._data
+        if len(data) >= 9:
+            length = int.from_bytes(data[0:3], "big")
+            kind = data[3]
+            if kind == _WINDOW_UPDATE and length == 4 and len(data) >= 13:
+                data[9] &= 0x7F
+            elif kind == _SETTINGS and data[4] & 0x1 and length:
+                raise FrameDataMissingError("SETTINGS with ACK must have no payload")
+        return super().__next__()
+
+
 class H2State(h2.connection.H2Connection):
     """``h2.connection.H2Connection`` with GOAWAY and stream counting owned by us.
 
@@ -73,8 +110,10 @@ class H2State(h2.connection.H2Connection):
 
     def __init__(self, config: h2.config.H2Configuration) -> None:
         super().__init__(config=config)
+        self.incoming_buffer = _FrameBuffer(server=not config.client_side)
         self.events_before_error: list[h2.events.Event] = []
         self._prune_at = 64
+        self._preface_checked = False  # the peer's first frame was SETTINGS
 
     # -- 2. O(1) stream counting ---------------------------------------------------
 
@@ -107,25 +146,56 @@ class H2State(h2.connection.H2Connection):
             GoAwayReceived(frame.error_code, frame.last_stream_id, frame.additional_data or b"")
         ]
 
-    # -- 3. keep events seen before a protocol error --------------------------------
+    # -- 3. keep events seen before a protocol error; 4. RFC details h2 misses ------
 
     def receive_data(self, data: Any) -> list[h2.events.Event]:
-        """Like h2's, but frame by frame, keeping events seen before an error."""
+        """Like h2's, but frame by frame, keeping events seen before an error.
+
+        Also enforces what h2 does not: the peer's preface must start with SETTINGS
+        (RFC 9113 §3.4), and an HPACK decoding failure is a COMPRESSION_ERROR
+        (§4.3), not h2's PROTOCOL_ERROR.
+        """
         events: list[h2.events.Event] = []
         self.events_before_error = events
         self.incoming_buffer.add_data(data)
         self.incoming_buffer.max_frame_size = self.max_inbound_frame_size
         try:
             for frame in self.incoming_buffer:
+                if not self._preface_checked:
+                    if not isinstance(frame, SettingsFrame) or "ACK" in frame.flags:
+                        raise ProtocolError("the peer's preface must start with SETTINGS")
+                    self._preface_checked = True
                 events.extend(self._receive_frame(frame))
         except InvalidPaddingError as e:
             self._terminate_connection(ErrorCodes.PROTOCOL_ERROR)
             raise ProtocolError("Received frame with invalid padding.") from e
         except ProtocolError as e:
+            if type(e) is ProtocolError and isinstance(e.__cause__, _HPACK_FAILURES):
+                e.error_code = ErrorCodes.COMPRESSION_ERROR  # RFC 9113 §4.3
             self._terminate_connection(e.error_code)
             raise
         self.events_before_error = []
         return events
+
+    def _receive_push_promise_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
+        # RFC 9113 §8.4: a client cannot push. h2 would decode the block first and
+        # report an HPACK failure instead of the PROTOCOL_ERROR the RFC asks for.
+        if not self.config.client_side:
+            raise ProtocolError("a client cannot send PUSH_PROMISE")
+        result: tuple[list[Any], list[Any]] = super()._receive_push_promise_frame(frame)
+        return result
+
+    def _handle_data_on_closed_stream(
+        self, events: list[Any], exc: StreamClosedError, frame: DataFrame
+    ) -> tuple[list[Any], list[Any]]:
+        # RFC 9113 §5.1 (closed): frames after the peer's END_STREAM are a connection
+        # error STREAM_CLOSED; after a RST_STREAM, a stream error (h2's answer).
+        if self._stream_is_closed_by_end(frame.stream_id):
+            raise StreamClosedError(frame.stream_id)
+        result: tuple[list[Any], list[Any]] = super()._handle_data_on_closed_stream(
+            events, exc, frame
+        )
+        return result
 
     # -- helpers for loopy ----------------------------------------------------------
 

@@ -80,6 +80,10 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._trailers: HeaderList | None = None
         self._in_flow = StreamInFlow(core.initial_window_size, config.window_update_ratio)
         self._recv_lot = trio.lowlevel.ParkingLot()  # the stream task, waiting to receive
+        # owner: reader. Server only: the request's content-length and the body
+        # bytes seen, checked when the request ends (RFC 9113 §8.1.1).
+        self._content_length: int | None = None
+        self._body_received = 0
 
         # -- sticky error, shared: set once by whoever ends the stream abnormally
         self._error: BaseException | None = None

@@ -1,0 +1,51 @@
+"""RFC 9113 §6.8 from the server's side: its GOAWAY when ``trio-h2t serve`` stops.
+
+This module's server is stopped by its only test (SIGTERM), so it does not use the
+``server``/``conn`` fixtures, which require the server to outlive each test.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+from hyperframe.frame import DataFrame, GoAwayFrame, RstStreamFrame
+
+from .conftest import STOP_TIMEOUT, Server
+from .harness import Closed, ErrorCode, H2Client, request_headers
+
+
+def test_6_8_graceful_shutdown(h2_server: Server) -> None:
+    """RFC 9113 §6.8: on shutdown the server sends GOAWAY(NO_ERROR) naming the last
+    stream it processed, still completes that stream, does not process a newer one,
+    never raises the last stream id in a later GOAWAY, then closes."""
+    conn = H2Client(h2_server.port)
+    try:
+        conn.handshake()
+        conn.send(conn.open_post())
+        conn.ping()  # stream 1 has been processed
+        h2_server.proc.send_signal(signal.SIGTERM)
+        goaway = conn.expect_frame(GoAwayFrame)
+        assert goaway.error_code == ErrorCode.NO_ERROR
+        assert goaway.last_stream_id == 1
+        conn.send(
+            conn.headers_frame(3, request_headers()), DataFrame(1, b"bye", flags=["END_STREAM"])
+        )
+        response = conn.read_response(1)
+        assert response.status == 200
+        assert response.body == b"bye"
+        conn.expect_close()
+        for event in conn.received:
+            if isinstance(event, GoAwayFrame):
+                assert event.last_stream_id <= goaway.last_stream_id, "last stream id grew"
+            if isinstance(event, RstStreamFrame) and event.stream_id == 3:
+                assert event.error_code == ErrorCode.REFUSED_STREAM
+            assert getattr(event, "stream_id", 0) != 3 or isinstance(
+                event, (RstStreamFrame, Closed)
+            )
+    finally:
+        conn.close()
+    try:
+        assert h2_server.proc.wait(timeout=STOP_TIMEOUT) == 0
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the server did not exit after SIGTERM") from None
