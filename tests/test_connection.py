@@ -1386,3 +1386,29 @@ async def test_content_length_checked_when_headers_end_the_request() -> None:
             resets = {ev.stream_id: ev.error_code for ev in peer.events_of(h2.events.StreamReset)}
             assert resets == {1: ErrorCodes.PROTOCOL_ERROR, 3: ErrorCodes.PROTOCOL_ERROR}
             assert core.open_streams == 0
+
+
+async def test_malformed_request_is_a_stream_error_only() -> None:
+    """Malformed headers reset only their stream (RFC 9113 §8.1.1); the connection serves on."""
+    raw = h2.connection.H2Connection(
+        h2.config.H2Configuration(
+            client_side=True,
+            header_encoding=None,
+            validate_outbound_headers=False,
+            normalize_outbound_headers=False,
+        )
+    )
+    with trio.fail_after(5):
+        async with open_peer_client(echo, h2_conn=raw) as (peer, core):
+            # Uppercase field name and a connection-specific header: malformed.
+            peer.h2.send_headers(1, [*REQUEST, (b"X-Upper", b"1")], end_stream=True)
+            peer.h2.send_headers(3, [*REQUEST, (b"connection", b"close")], end_stream=True)
+            peer.h2.send_headers(5, REQUEST, end_stream=True)
+            await peer.flush()
+            await peer.read_until(lambda: bool(peer.events_of(h2.events.StreamEnded)))
+            await peer.read_until(lambda: len(peer.events_of(h2.events.StreamReset)) == 2)
+            resets = {ev.stream_id: ev.error_code for ev in peer.events_of(h2.events.StreamReset)}
+            assert resets == {1: ErrorCodes.PROTOCOL_ERROR, 3: ErrorCodes.PROTOCOL_ERROR}
+            assert [ev.stream_id for ev in peer.events_of(h2.events.StreamEnded)] == [5]
+            assert peer.frames_of(GoAwayFrame) == []
+            assert core.error is None

@@ -24,6 +24,9 @@ long-lived transport (see ``docs/architecture.md``):
    payload is FRAME_SIZE_ERROR (§6.5); the WINDOW_UPDATE reserved bit is ignored
    (§6.9); a PUSH_PROMISE from a client is a PROTOCOL_ERROR before any decoding
    (§8.4).
+5. **A malformed header block is a stream error** (§8.1.1): h2 raises a
+   connection-killing ProtocolError when validation fails; our stream subclass
+   closes just that stream and the connection answers RST_STREAM(PROTOCOL_ERROR).
 
 Everything else (HPACK, frame parsing, stream states, flow-control windows and their
 overrun checks) is h2's. Only loopy pulls bytes out (``data_to_send``).
@@ -37,12 +40,14 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.settings
+import h2.stream
 from h2.errors import ErrorCodes
 from h2.exceptions import FrameDataMissingError, ProtocolError, StreamClosedError
 from h2.frame_buffer import FrameBuffer
+from h2.stream import StreamInputs
 from hpack.exceptions import HPACKError
 from hyperframe.exceptions import InvalidPaddingError
-from hyperframe.frame import DataFrame, GoAwayFrame, SettingsFrame
+from hyperframe.frame import DataFrame, GoAwayFrame, RstStreamFrame, SettingsFrame
 
 __all__ = ["GoAwayReceived", "H2State", "goaway_frame"]
 
@@ -98,6 +103,39 @@ class _FrameBuffer(FrameBuffer):
             elif kind == _SETTINGS and data[4] & 0x1 and length:
                 raise FrameDataMissingError("SETTINGS with ACK must have no payload")
         return super().__next__()
+
+
+class _Malformed(Exception):
+    """A header block failed validation: a stream error, not a connection error."""
+
+    def __init__(self, stream_id: int) -> None:
+        super().__init__(stream_id)
+        self.stream_id = stream_id
+
+
+class _Stream(h2.stream.H2Stream):
+    """h2's stream, with a malformed header block made a *stream* error.
+
+    RFC 9113 §8.1.1: malformed requests and responses MUST be treated as a stream
+    error PROTOCOL_ERROR; h2 raises a ProtocolError that kills the whole connection.
+    The header block is already HPACK-decoded when validation runs, so the
+    connection's compression state is intact: close just this stream (as if we had
+    sent RST_STREAM) and let ``H2State`` answer with RST_STREAM(PROTOCOL_ERROR).
+    """
+
+    def _process_received_headers(self, *args: Any) -> Any:
+        try:
+            return super()._process_received_headers(*args)
+        except ProtocolError as exc:
+            self.state_machine.process_input(StreamInputs.SEND_RST_STREAM)
+            raise _Malformed(self.stream_id) from exc
+
+    def _initialize_content_length(self, headers: Any) -> None:
+        try:
+            super()._initialize_content_length(headers)
+        except ProtocolError as exc:
+            self.state_machine.process_input(StreamInputs.SEND_RST_STREAM)
+            raise _Malformed(self.stream_id) from exc
 
 
 class H2State(h2.connection.H2Connection):
@@ -176,6 +214,25 @@ class H2State(h2.connection.H2Connection):
             raise
         self.events_before_error = []
         return events
+
+    # -- 5. one malformed stream does not kill the connection -----------------------
+
+    def _begin_new_stream(self, stream_id: int, allowed_ids: Any) -> Any:
+        stream = super()._begin_new_stream(stream_id, allowed_ids)
+        stream.__class__ = _Stream  # same layout; only the two hooks above differ
+        return stream
+
+    def _receive_headers_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
+        try:
+            result: tuple[list[Any], list[Any]] = super()._receive_headers_frame(frame)
+        except _Malformed as bad:
+            rst = RstStreamFrame(bad.stream_id)
+            rst.error_code = ErrorCodes.PROTOCOL_ERROR
+            event = h2.events.StreamReset(
+                stream_id=bad.stream_id, error_code=ErrorCodes.PROTOCOL_ERROR, remote_reset=False
+            )
+            return [rst], [event]
+        return result
 
     def _receive_push_promise_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
         # RFC 9113 §8.4: a client cannot push. h2 would decode the block first and
