@@ -202,6 +202,10 @@ class ConnectionCore:
         only for bugs. Checkpoint: always.
         """
         read = _buffer_reader(self.transport, self.config.read_buffer_size)
+        # At most this many frames go through h2 per step; between steps the
+        # handlers and loopy run, so a large read is answered while it is still
+        # being parsed and the two peers work in parallel instead of in turns.
+        max_frames = self.config.max_frames_per_read
         state = self.h2
         cbuf = self.cbuf
         try:
@@ -209,13 +213,17 @@ class ConnectionCore:
             # connection is over even if the peer never closes its side.
             with self._reader_scope:
                 while True:
-                    await cbuf.wait_unthrottled()
-                    data = await read()
-                    if not data:
-                        raise _PeerClosed
+                    await cbuf.wait_unthrottled()  # always a schedule point
+                    data: bytes | bytearray | memoryview
+                    if state.input_pending:
+                        data = b""  # frames are still buffered: no read
+                    else:
+                        data = await read()
+                        if not data:
+                            raise _PeerClosed
                     before = state.pending_bytes()
                     try:
-                        events = state.receive_data(data)
+                        events = state.receive_data(data, max_frames)
                     except h2.exceptions.ProtocolError as exc:
                         self._dispatch(state.events_before_error)
                         # h2 queued GOAWAY(code); let loopy flush it, then stop.

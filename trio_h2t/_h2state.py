@@ -152,6 +152,8 @@ class H2State(h2.connection.H2Connection):
         self.events_before_error: list[h2.events.Event] = []
         self._prune_at = 64
         self._preface_checked = False  # the peer's first frame was SETTINGS
+        #: True when ``receive_data`` stopped at ``max_frames``: more may be buffered.
+        self.input_pending = False
 
     # -- 2. O(1) stream counting ---------------------------------------------------
 
@@ -186,8 +188,13 @@ class H2State(h2.connection.H2Connection):
 
     # -- 3. keep events seen before a protocol error; 4. RFC details h2 misses ------
 
-    def receive_data(self, data: Any) -> list[h2.events.Event]:
+    def receive_data(self, data: Any, max_frames: int = 0) -> list[h2.events.Event]:
         """Like h2's, but frame by frame, keeping events seen before an error.
+
+        With ``max_frames`` > 0, stop after that many frames and leave the rest in
+        the frame buffer; ``input_pending`` then says more may be ready, and a call
+        with ``b""`` continues. (The reader uses this to hand work to the other tasks
+        between slices of a large read, instead of parsing a whole batch first.)
 
         Also enforces what h2 does not: the peer's preface must start with SETTINGS
         (RFC 9113 §3.4), and an HPACK decoding failure is a COMPRESSION_ERROR
@@ -195,8 +202,11 @@ class H2State(h2.connection.H2Connection):
         """
         events: list[h2.events.Event] = []
         self.events_before_error = events
-        self.incoming_buffer.add_data(data)
+        self.input_pending = False
+        if data:
+            self.incoming_buffer.add_data(data)
         self.incoming_buffer.max_frame_size = self.max_inbound_frame_size
+        count = 0
         try:
             for frame in self.incoming_buffer:
                 if not self._preface_checked:
@@ -204,6 +214,10 @@ class H2State(h2.connection.H2Connection):
                         raise ProtocolError("the peer's preface must start with SETTINGS")
                     self._preface_checked = True
                 events.extend(self._receive_frame(frame))
+                count += 1
+                if count == max_frames:
+                    self.input_pending = True
+                    break
         except InvalidPaddingError as e:
             self._terminate_connection(ErrorCodes.PROTOCOL_ERROR)
             raise ProtocolError("Received frame with invalid padding.") from e
