@@ -592,3 +592,22 @@ async def test_serve_in_process_reports_port(root: Path) -> None:
             assert await fetch(f"http://127.0.0.1:{port}/hello.txt", out=out) == 0
             assert out.buffer.getvalue() == b"hello, world\n"
             nursery.cancel_scope.cancel()
+
+
+async def test_small_files_are_cached_for_at_most_a_second(
+    conn: trio_h2t.ClientConnection, root: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """A small file is served from memory, and a change shows once the entry expires."""
+    first = await request(conn, "GET", "/hello.txt")
+    assert first.body == b"hello, world\n"
+    (root / "hello.txt").write_bytes(b"changed\n")
+    cached = await request(conn, "GET", "/hello.txt")
+    assert cached.body == b"hello, world\n"  # within the TTL: no disk access
+    assert cached["content-length"] == str(len(cached.body))
+    mock_clock.jump(1.1)
+    fresh = await request(conn, "GET", "/hello.txt")
+    assert fresh.body == b"changed\n"
+    assert fresh["content-length"] == "8"
+    (root / "hello.txt").unlink()
+    mock_clock.jump(1.1)
+    assert (await request(conn, "GET", "/hello.txt")).status == 404

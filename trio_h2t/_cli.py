@@ -19,7 +19,10 @@ HTTP/2 over cleartext TCP, no TLS and no HTTP/1.1 upgrade, which is what
 
     - ``GET`` / ``HEAD``: the file at the path, with ``content-type`` (by extension)
       and ``content-length``; a directory serves its ``index.html``. 404 for anything
-      missing, or outside the root once ``..`` and symlinks are resolved.
+      missing, or outside the root once ``..`` and symlinks are resolved. File-system
+      work runs in a worker thread, one round trip per request; files up to 64 KiB
+      are then kept in memory and served from there for up to a second (so a change
+      shows within a second), bounded to 1024 files and 32 MiB.
     - ``POST`` to any path: echoes the request body back (status 200); request
       trailers, if any, come back as response trailers. The echo is streamed, chunk
       by chunk, under flow control both ways: the client must read the response
@@ -114,11 +117,61 @@ def resolve_path(root: Path, raw_path: bytes) -> Path | None:
     return candidate
 
 
-def _open_file(root: Path, raw_path: bytes) -> tuple[io.FileIO, int, str] | None:
+#: Files up to this size are read whole in the worker thread that opens them (one
+#: thread round trip per request, not three) and kept in ``_SmallFiles``.
+SMALL_FILE = 64 * 1024
+#: How long a cached small file is served without looking at the disk again.
+SMALL_FILE_TTL = 1.0
+
+
+class _SmallFiles:
+    """A bounded cache of small files, so hot files cost no thread round trip.
+
+    Owner: the serving trio thread (no await between lookup and use). An entry is
+    served for at most ``SMALL_FILE_TTL`` seconds, so a changed file shows within a
+    second; at most ``max_entries`` files and ``max_bytes`` bytes are kept (oldest
+    first out).
+    """
+
+    def __init__(self, max_entries: int = 1024, max_bytes: int = 32 * 1024 * 1024) -> None:
+        self._entries: dict[bytes, tuple[float, bytes, str]] = {}
+        self._bytes = 0
+        self._max_entries = max_entries
+        self._max_bytes = max_bytes
+
+    def get(self, raw_path: bytes, now: float) -> tuple[bytes, str] | None:
+        entry = self._entries.get(raw_path)
+        if entry is None:
+            return None
+        expires, body, content_type = entry
+        if now >= expires:
+            self._drop(raw_path)
+            return None
+        return body, content_type
+
+    def put(self, raw_path: bytes, body: bytes, content_type: str, now: float) -> None:
+        self._drop(raw_path)
+        while self._entries and (
+            len(self._entries) >= self._max_entries or self._bytes + len(body) > self._max_bytes
+        ):
+            self._drop(next(iter(self._entries)))
+        if len(body) <= self._max_bytes:
+            self._entries[raw_path] = (now + SMALL_FILE_TTL, body, content_type)
+            self._bytes += len(body)
+
+    def _drop(self, raw_path: bytes) -> None:
+        entry = self._entries.pop(raw_path, None)
+        if entry is not None:
+            self._bytes -= len(entry[1])
+
+
+def _open_file(root: Path, raw_path: bytes) -> tuple[io.FileIO | bytes, int, str] | None:
     """Resolve and open the file for ``raw_path``: (file, size, content type) or None.
 
-    Blocking: run it in a worker thread. O_NOFOLLOW and the fstat check narrow the
-    window between resolving and opening (a swapped-in symlink or FIFO fails).
+    A file of at most ``SMALL_FILE`` bytes comes back already read (``bytes``) and
+    closed. Blocking: run it in a worker thread. O_NOFOLLOW and the fstat check
+    narrow the window between resolving and opening (a swapped-in symlink or FIFO
+    fails).
     """
     target = resolve_path(root, raw_path)
     if target is None:
@@ -133,7 +186,14 @@ def _open_file(root: Path, raw_path: bytes) -> tuple[io.FileIO, int, str] | None
         os.close(fd)
         return None
     content_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
-    return io.FileIO(fd, "rb"), info.st_size, content_type
+    file = io.FileIO(fd, "rb")
+    if info.st_size <= SMALL_FILE:
+        with file:
+            body = file.read(SMALL_FILE + 1)
+        if len(body) == info.st_size:  # else it changed under us: stream it instead
+            return body, info.st_size, content_type
+        file = io.FileIO(os.open(target, flags), "rb")
+    return file, info.st_size, content_type
 
 
 def _header(headers: HeaderList | None, name: bytes) -> bytes | None:
@@ -165,12 +225,35 @@ async def _respond(
         await stream.send_data(body, end_stream=True)
 
 
-async def _send_file(stream: H2Stream, root: Path, raw_path: bytes, *, head: bool) -> None:
-    found = await trio.to_thread.run_sync(_open_file, root, raw_path)
-    if found is None:
-        await _respond(stream, 404, b"not found\n", head=head)
+async def _send_file(
+    stream: H2Stream, root: Path, raw_path: bytes, cache: _SmallFiles, *, head: bool
+) -> None:
+    now = trio.current_time()
+    hit = cache.get(raw_path, now)
+    if hit is not None:
+        body, content_type = hit
+        size = len(body)
+        raw_file: io.FileIO | bytes = body
+    else:
+        found = await trio.to_thread.run_sync(_open_file, root, raw_path)
+        if found is None:
+            await _respond(stream, 404, b"not found\n", head=head)
+            return
+        raw_file, size, content_type = found
+        if isinstance(raw_file, bytes):
+            cache.put(raw_path, raw_file, content_type, trio.current_time())
+    if isinstance(raw_file, bytes):
+        headers = [
+            (":status", "200"),
+            ("content-type", content_type),
+            ("content-length", str(size)),
+        ]
+        if head or size == 0:
+            await stream.send_headers(headers, end_stream=True)
+        else:
+            await stream.send_headers(headers)
+            await stream.send_data(raw_file, end_stream=True)
         return
-    raw_file, size, content_type = found
     async with trio.wrap_file(raw_file) as file:
         headers = [
             (":status", "200"),
@@ -216,6 +299,7 @@ def make_handler(root: str | os.PathLike[str]) -> Handler:
     resolved = Path(root).resolve(strict=True)
     if not resolved.is_dir():
         raise NotADirectoryError(f"not a directory: {root}")
+    cache = _SmallFiles()
 
     async def handler(stream: H2Stream) -> None:
         method = _header(stream.headers, b":method")
@@ -227,7 +311,7 @@ def make_handler(root: str | os.PathLike[str]) -> Handler:
         elif not raw_path.startswith(b"/"):
             await _respond(stream, 400, b"bad request\n", head=method == b"HEAD")
         else:
-            await _send_file(stream, resolved, raw_path, head=method == b"HEAD")
+            await _send_file(stream, resolved, raw_path, cache, head=method == b"HEAD")
 
     return handler
 
