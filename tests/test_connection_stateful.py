@@ -148,8 +148,6 @@ CLIENT, SERVER = "client", "server"
 #: (each one has its own deterministic test below).
 KNOWN_BUGS: frozenset[str] = frozenset(
     {
-        "parked-output-kept",
-        "graceful-close-cancels-handlers",
         "client-exit-cancels-queued-body",
         "local-reset-raises-broken",
         "buffered-data-readable-after-error",
@@ -1516,12 +1514,7 @@ async def _pair(
         nursery.cancel_scope.cancel()
 
 
-@known_bug(
-    "parked-output-kept",
-    "Loopy._drop_all_output releases only the streams on its active list, so data "
-    "parked on an exhausted stream window (OUT_WAITING) is kept, and its write quota "
-    "never returned, when the connection ends",
-)
+@on_mock_clock  # regression test: bug "parked-output-kept" is fixed
 async def test_parked_output_is_released_when_the_connection_ends() -> None:
     """Data waiting for stream window is released (quota returned) when the link dies."""
     ccfg = TransportConfig(write_quota=1000)
@@ -1543,11 +1536,7 @@ async def test_parked_output_is_released_when_the_connection_ends() -> None:
     assert (stream._write_quota, len(stream._out_queue)) == (ccfg.write_quota, 0)
 
 
-@known_bug(
-    "graceful-close-cancels-handlers",
-    "graceful_close waits only until no stream is open at the protocol level, then "
-    "the server cancels every handler still running, before the grace period",
-)
+@on_mock_clock  # regression test: bug "graceful-close-cancels-handlers" is fixed
 async def test_graceful_close_lets_a_running_handler_finish() -> None:
     """A handler that answered but still reads its (fully arrived) body may finish."""
     go = trio.Event()

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 import h2.events
 import h2.exceptions
@@ -178,6 +178,9 @@ class ConnectionCore:
         self._open_outbound = 0  # shared: +1 in open_stream, -1 when a stream closes
         self._quota_lot = trio.lowlevel.ParkingLot()
         self._open_inbound = 0  # owner: reader (server)
+        # shared: +1 by the reader when it starts a handler, -1 when the handler
+        # task ends; a graceful close waits for it to reach 0.
+        self._handlers_running = 0
         self._settings_acked = False  # owner: reader: the peer acked our SETTINGS
 
     # ------------------------------------------------------------------ start-up
@@ -370,6 +373,7 @@ class ConnectionCore:
         streams = self._streams
         streams[sid] = stream
         self._open_inbound += 1
+        self._handlers_running += 1
         self.handler_nursery.start_soon(self._run_handler, stream, name=f"h2-stream-{sid}")
         return False
 
@@ -405,6 +409,7 @@ class ConnectionCore:
             log.exception("handler for stream %d raised; resetting it", stream.stream_id)
             stream.reset(ErrorCodes.INTERNAL_ERROR)
         finally:
+            self._handlers_running -= 1
             if not stream._closed:
                 if stream._end_queued and stream._error is None:
                     # The response is complete: close the request side too
@@ -419,6 +424,7 @@ class ConnectionCore:
                         ErrorCodes.CANCEL if scope.cancelled_caught else ErrorCodes.INTERNAL_ERROR
                     )
                     stream.reset(code)
+            self._check_idle()
 
     def _on_stream_reset(self, ev: h2.events.StreamReset) -> None:
         stream = self._streams.get(ev.stream_id)
@@ -483,7 +489,7 @@ class ConnectionCore:
         if not self.client_side:
             # The client opens no more streams: close once the open ones are done
             # (h2spec generic/3.8/1, http2/7/1 expect an idle connection to close).
-            self._close_if_done_after_goaway()
+            self._check_idle()
             return
         upper = previous.last_stream_id if previous is not None else 2**31
         for sid, stream in list(self._streams.items()):
@@ -493,8 +499,7 @@ class ConnectionCore:
                 self._put(StreamDone(stream))
                 self.stream_closed(stream)
         self._quota_lot.unpark_all()  # waiters in open_stream must now fail
-        if not self._streams:
-            self._idle.set()
+        self._check_idle()
 
     # ------------------------------------------------------------------ streams
 
@@ -505,9 +510,6 @@ class ConnectionCore:
 
     def find_stream(self, stream_id: int) -> H2Stream | None:
         return self._streams.get(stream_id)
-
-    def streams_waiting_on_window(self) -> Iterator[H2Stream]:
-        return iter(list(self._streams.values()))
 
     def register_client_stream(self, stream: H2Stream, stream_id: int) -> None:
         """Loopy wrote the HEADERS of a client stream: it now has an id."""
@@ -529,14 +531,22 @@ class ConnectionCore:
                     self._quota_lot.unpark()
             else:
                 self._open_inbound -= 1
-        if not self._streams and (self.closing or self.goaway_received is not None):
+        self._check_idle()
+
+    def _check_idle(self) -> None:
+        # Idle = no stream open at the protocol level *and* no handler still running
+        # (a handler may finish its work after its stream closed). Only meaningful
+        # once closing, or after the peer's GOAWAY.
+        if self._streams or self._handlers_running:
+            return
+        if self.closing or self.goaway_received is not None:
             self._idle.set()
             self._close_if_done_after_goaway()
 
     def _close_if_done_after_goaway(self) -> None:
         # Server side: after the client's GOAWAY, the connection ends with its last
-        # stream: answer with our own GOAWAY, flush, stop.
-        if self.client_side or self._streams or self.closing or self.goaway_received is None:
+        # stream and handler: answer with our own GOAWAY, flush, stop.
+        if self.client_side or self.closing or self.goaway_received is None:
             return
         self.closing = True
         self._put(GoAway(ErrorCodes.NO_ERROR))
@@ -681,8 +691,7 @@ class ConnectionCore:
             self.closing = True
             last = 0 if self.client_side else None
             self._put(GoAway(ErrorCodes.NO_ERROR, last_stream_id=last))
-            if not self._streams:
-                self._idle.set()
+            self._check_idle()
         with trio.move_on_after(timeout):
             await self._idle.wait()
         if self.error is None:

@@ -103,8 +103,10 @@ class Loopy:
         self._transport = transport
         self._min_batch = core.config.min_batch_size
         self._write_buffer_size = core.config.write_buffer_size
-        # Invariant: a stream is in _active iff its _out_state is OUT_ACTIVE.
+        # Invariant: a stream is in _active iff its _out_state is OUT_ACTIVE, and
+        # in _waiting iff it is OUT_WAITING (data queued, stream window exhausted).
         self._active: deque[H2Stream] = deque()
+        self._waiting: set[H2Stream] = set()
         # Bytes framed outside h2 (GOAWAY), in order with h2's own buffer.
         self._chunks: list[bytes] = []
         self._frames = 0
@@ -335,13 +337,15 @@ class Loopy:
         if stream_id == 0:
             return  # active streams simply continue, in round-robin order
         if stream_id == -1:
-            for stream in self._core.streams_waiting_on_window():
-                if stream._out_state == OUT_WAITING:
-                    stream._out_state = OUT_ACTIVE
-                    self._active.append(stream)
+            waiting = list(self._waiting)
+            self._waiting.clear()
+            for stream in waiting:
+                stream._out_state = OUT_ACTIVE
+                self._active.append(stream)
             return
         found = self._core.find_stream(stream_id)
         if found is not None and found._out_state == OUT_WAITING:
+            self._waiting.discard(found)
             found._out_state = OUT_ACTIVE
             self._active.append(found)
 
@@ -398,6 +402,7 @@ class Loopy:
         if window <= 0:
             active.popleft()
             stream._out_state = OUT_WAITING
+            self._waiting.add(stream)
             return True
         size = min(remaining, window, h2.max_outbound_frame_size)
         chunk: bytes | memoryview
@@ -453,6 +458,8 @@ class Loopy:
         if stream._out_state == OUT_ACTIVE:
             with contextlib.suppress(ValueError):
                 self._active.remove(stream)
+        elif stream._out_state == OUT_WAITING:
+            self._waiting.discard(stream)
         stream._out_state = OUT_EMPTY
         stream._out_offset = 0
         queue = stream._out_queue
@@ -462,6 +469,9 @@ class Loopy:
                 item.on_release()
 
     def _drop_all_output(self) -> None:
-        for stream in list(self._active):
+        # Active *and* parked streams: a stream parked on an exhausted window still
+        # holds data, and its producer's write quota, until it is dropped.
+        for stream in [*self._active, *self._waiting]:
             self._drop_output(stream)
         self._active.clear()
+        self._waiting.clear()
