@@ -25,10 +25,9 @@ from typing import Any, Generic, TypeVar
 import pytest
 import trio
 import trio.testing
-from h2.errors import ErrorCodes
 from helpers import REQUEST, RESPONSE_200, connected_pair
 
-from trio_h2t import ClientConnection, H2Stream, StreamResetError, TransportConfig
+from trio_h2t import ClientConnection, H2Stream, TransportConfig
 
 T = TypeVar("T")
 
@@ -461,10 +460,9 @@ async def test_cancel_aclose_still_closes() -> None:
                 async with conn.open_stream(request(path)) as s:
                     attempt = await cancel_at(n, s.aclose)
                     assert s.closed
-                    with pytest.raises(StreamResetError) as info:
+                    # This side closed it: trio's ClosedResourceError, not a reset error.
+                    with pytest.raises(trio.ClosedResourceError):
                         await s.send_data(b"x")
-                    assert info.value.error_code == ErrorCodes.CANCEL
-                    assert info.value.remote is False
                 await still_serves(conn)
                 return attempt.fired
 

@@ -149,8 +149,6 @@ CLIENT, SERVER = "client", "server"
 KNOWN_BUGS: frozenset[str] = frozenset(
     {
         "client-exit-cancels-queued-body",
-        "local-reset-raises-broken",
-        "buffered-data-readable-after-error",
         "graceful-close-loses-response-tail",
         "throttle-deadlock",
     }
@@ -710,6 +708,7 @@ class ConnectionMachine(RuleBasedStateMachine):
         if op == "finish" and (side.recv_end or side.recv_failed):
             return
         failed_before, error_before = side.recv_failed, stream._error
+        peer_done_before = stream._recv_ended
         before = len(side.received)
         try:
             if side.who == CLIENT and not side.headers_received:
@@ -740,7 +739,10 @@ class ConnectionMachine(RuleBasedStateMachine):
         if len(side.received) > before:
             if failed_before:
                 self._bug(f"{side.who} stream {side.idx}: recv-{op} returned data after failing")
-            readable = (
+            # errors.md: what a peer sent up to its END_STREAM stays readable after
+            # an error (e.g. a RST_STREAM(NO_ERROR), or a connection lost later);
+            # an incomplete body is not handed out once the stream failed.
+            readable = peer_done_before or (
                 isinstance(error_before, StreamResetError)
                 and error_before.remote
                 and error_before.error_code == ErrorCodes.NO_ERROR
@@ -752,7 +754,7 @@ class ConnectionMachine(RuleBasedStateMachine):
             ):
                 self._bug(
                     f"{side.who} stream {side.idx}: recv-{op} returned data after "
-                    f"{error_before!r} (errors.md: only a NO_ERROR reset leaves data readable)"
+                    f"{error_before!r} (errors.md: no incomplete body after an error)"
                 )
 
     def _got(self, side: Side, chunk: bytes, limit: int | None) -> None:
@@ -1584,11 +1586,7 @@ async def test_leaving_open_stream_keeps_a_queued_body() -> None:
     assert got == [len(body)]
 
 
-@known_bug(
-    "local-reset-raises-broken",
-    "errors.md says a stream used after *this side* reset it raises trio."
-    "ClosedResourceError; H2Stream.reset stores StreamResetError (a BrokenResourceError)",
-)
+@on_mock_clock  # regression test: bug "local-reset-raises-broken" is fixed
 async def test_stream_used_after_own_reset_raises_closed_resource_error() -> None:
     """After our own reset(), send_data and receive_some raise trio.ClosedResourceError."""
     raised: list[BaseException] = []
@@ -1608,11 +1606,7 @@ async def test_stream_used_after_own_reset_raises_closed_resource_error() -> Non
     assert raised == []
 
 
-@known_bug(
-    "buffered-data-readable-after-error",
-    "errors.md says only a NO_ERROR reset leaves received data readable; receive_some "
-    "returns buffered chunks before it checks the stream's error, whatever the error",
-)
+@on_mock_clock  # regression test: bug "buffered-data-readable-after-error" is fixed
 async def test_buffered_data_is_not_returned_after_a_cancel_reset() -> None:
     """After the peer resets with CANCEL, receive_some raises instead of returning data."""
     sent = trio.Event()

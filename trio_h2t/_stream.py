@@ -158,6 +158,11 @@ class H2Stream(metaclass=NoPublicConstructor):
             trio.BrokenResourceError: the connection broke (see ``__cause__``).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        if self._error is not None and not self._recv_ended:
+            # A failed stream whose peer had not finished: what is buffered is an
+            # incomplete body, so it is not handed out (only a peer that completed
+            # its side, e.g. before a RST_STREAM(NO_ERROR), leaves it readable).
+            self._raise_if_error()
         parked = False
         while not self._chunks:
             if self._recv_ended:
@@ -314,7 +319,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         """
         if self._closed:
             return
-        exc = StreamResetError(self.stream_id, error_code, remote=False)
+        # This side closed it: later calls raise ClosedResourceError (trio's "you
+        # closed it"), not the BrokenResourceError family used for the peer's resets.
+        exc = trio.ClosedResourceError("this side reset the stream")
         self._core.reset_stream(self, error_code, exc)
 
     async def aclose(self) -> None:
