@@ -148,8 +148,6 @@ CLIENT, SERVER = "client", "server"
 #: (each one has its own deterministic test below).
 KNOWN_BUGS: frozenset[str] = frozenset(
     {
-        "client-exit-cancels-queued-body",
-        "graceful-close-loses-response-tail",
         "throttle-deadlock",
     }
 )
@@ -1562,12 +1560,7 @@ async def test_graceful_close_lets_a_running_handler_finish() -> None:
     assert got == [b"x" * 100]
 
 
-@known_bug(
-    "client-exit-cancels-queued-body",
-    "leaving open_stream resets with CANCEL unless loopy has *written* our END_STREAM, "
-    "so a body queued with send_data(end_stream=True) is cut short if the response "
-    "ended first",
-)
+@on_mock_clock  # regression test: bug "client-exit-cancels-queued-body" is fixed
 async def test_leaving_open_stream_keeps_a_queued_body() -> None:
     """A body queued with END_STREAM still arrives whole after the block is left."""
     body = b"x" * 200_000
@@ -1649,12 +1642,7 @@ async def test_reset_arriving_with_the_request_cancels_the_handler() -> None:
     assert seen == ["Cancelled"]
 
 
-@known_bug(
-    "graceful-close-loses-response-tail",
-    "once its last stream is over, a server's graceful close closes the link at once; "
-    "the client's next write fails, and run_loopy then fails every stream, although "
-    "the rest of the response is already in the client's transport buffer",
-)
+@on_mock_clock  # regression test: bug "graceful-close-loses-response-tail" is fixed
 async def test_graceful_close_delivers_a_response_already_sent() -> None:
     """A response sent whole during a server's graceful close reaches the client whole."""
     ccfg = TransportConfig(read_buffer_size=1024, connection_window_size=65_535)

@@ -44,7 +44,8 @@ class ClientConnection(metaclass=NoPublicConstructor):
 
         Checkpoint: entering always checkpoints (it may wait for stream quota under
         the server's MAX_CONCURRENT_STREAMS). Leaving resets the stream with CANCEL
-        unless both directions completed; it does not block.
+        unless both directions completed, or the response completed and the whole
+        request body is queued (loopy then finishes writing it); it does not block.
 
         On cancellation: while waiting for quota, nothing was sent. Inside the block,
         the stream is reset (RST_STREAM CANCEL) and its state freed.
@@ -88,9 +89,17 @@ class ClientConnection(metaclass=NoPublicConstructor):
             raise core.closing_error() from None
         try:
             yield stream
-        finally:
+        except BaseException:
             if not stream._closed:
                 stream.reset(ErrorCodes.CANCEL)
+            raise
+        if not stream._closed and not (
+            stream._end_queued and stream._recv_ended and stream._error is None
+        ):
+            stream.reset(ErrorCodes.CANCEL)
+        # Otherwise the response is complete and our whole body is queued: loopy
+        # finishes writing it (leaving must not truncate a request the server is
+        # still reading), and the stream closes when its END_STREAM is written.
 
     def request_headers(
         self,

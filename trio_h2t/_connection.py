@@ -169,6 +169,7 @@ class ConnectionCore:
         # Set once the connection is over: by fail(), or (after a protocol error,
         # once the GOAWAY is flushed) when loopy exits.
         self.done = trio.Event()
+        self.eof_seen = False  # owner: reader: the peer closed its side
         # shared: entered once by the reader around its loop; cancelled by
         # run_loopy on exit (nothing more can be written, so stop reading).
         self._reader_scope = trio.CancelScope()
@@ -250,6 +251,7 @@ class ConnectionCore:
                 self.fail(err)
 
     def _on_eof(self) -> None:
+        self.eof_seen = True
         if self.error is not None:
             return
         if not self._streams and (self.goaway_received or self.closing):

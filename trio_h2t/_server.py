@@ -64,6 +64,8 @@ async def _serve(
             if core.error is None:
                 core.fail(trio.ClosedResourceError("the connection was closed"))
             nursery.cancel_scope.cancel()
+        if core.closing and not core.eof_seen and not core.loopy.io_failed:
+            await _linger(transport)
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
         log.debug("connection ended: %r", exc)
     finally:
@@ -72,6 +74,26 @@ async def _serve(
         await trio.aclose_forcefully(transport)
     if core.error is not None:
         log.debug("connection ended: %r", core.error)
+
+
+#: Seconds a server waits, after closing a connection gracefully, for the client to
+#: hang up (Go's HTTP/2 server waits about 1 s too).
+LINGER = 1.0
+
+
+async def _linger(transport: trio.abc.Stream) -> None:
+    """Read and discard until the client hangs up, for at most ``LINGER`` seconds.
+
+    Closing at once, with the client's last frames (WINDOW_UPDATEs for the response
+    it is still reading) unread, makes the kernel answer with a TCP RST, and a client
+    whose next write then fails may lose the tail of a response already sent.
+    """
+    with trio.move_on_after(LINGER):
+        try:
+            while await transport.receive_some(65536):
+                pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
 
 
 @final
