@@ -189,7 +189,9 @@ class Loopy:
     # ------------------------------------------------------------------ writing
 
     def _pending(self) -> int:
-        return self._h2.pending_bytes() + sum(len(c) for c in self._chunks)
+        if self._chunks:  # rare: only frames framed outside h2 (GOAWAY) sit here
+            return self._h2.pending_bytes() + sum(len(c) for c in self._chunks)
+        return self._h2.pending_bytes()
 
     async def _flush(self) -> None:
         chunks = self._chunks

@@ -48,7 +48,12 @@ OUT_WAITING = 2  # data queued, stream window exhausted; parked until it reopens
 
 def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> HeaderList:
     out: HeaderList = []
-    for name, value in headers:
+    append = out.append
+    for pair in headers:
+        name, value = pair
+        if type(name) is bytes and type(value) is bytes:
+            append(pair)  # type: ignore[arg-type]  # already bytes: no conversion
+            continue
         out.append(
             (
                 name.encode("ascii") if isinstance(name, str) else name,
