@@ -1411,3 +1411,29 @@ async def test_malformed_request_is_a_stream_error_only() -> None:
             assert [ev.stream_id for ev in peer.events_of(h2.events.StreamEnded)] == [5]
             assert peer.frames_of(GoAwayFrame) == []
             assert core.error is None
+
+
+async def test_handler_parked_in_send_is_cancelled_when_the_grace_runs_out() -> None:
+    """A handler parked on write quota sees Cancelled, not the connection's error, at close."""
+    outcome: list[str] = []
+    parked = trio.Event()
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.send_headers(RESPONSE_200)
+        try:
+            await stream.send_data(b"x" * 70_000)  # beyond the 65,535-byte window
+            parked.set()
+            await stream.send_data(b"y")  # parks: quota stays below zero
+        except BaseException as exc:
+            outcome.append(type(exc).__name__)
+            raise
+
+    config = TransportConfig(dynamic_window=False, write_quota=1, graceful_close_timeout=0)
+    with trio.fail_after(5):
+        async with open_peer_client(handler, server_config=config) as (peer, core):
+            peer.h2.send_headers(1, REQUEST, end_stream=True)
+            await peer.flush()
+            await parked.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            await core.graceful_close()
+    assert outcome == ["Cancelled"]

@@ -146,6 +146,9 @@ class H2Stream(metaclass=NoPublicConstructor):
             if self._recv_ended:
                 raise StreamResetError(self.stream_id, ErrorCodes.PROTOCOL_ERROR, remote=False)
             await self._recv_lot.park()
+            # A stream failed by the end of its connection wakes us; if our task was
+            # cancelled meanwhile (a handler's scope is cancelled first), Cancelled wins.
+            await trio.lowlevel.checkpoint_if_cancelled()
         else:
             await trio.lowlevel.cancel_shielded_checkpoint()
         return self._headers
@@ -177,6 +180,9 @@ class H2Stream(metaclass=NoPublicConstructor):
             self._raise_if_error()
             parked = True
             await self._recv_lot.park()
+            # A stream failed by the end of its connection wakes us; if our task was
+            # cancelled meanwhile (a handler's scope is cancelled first), Cancelled wins.
+            await trio.lowlevel.checkpoint_if_cancelled()
         chunk = self._chunks[0]
         if max_bytes is not None and len(chunk) > max_bytes:
             if max_bytes < 1:
@@ -279,6 +285,7 @@ class H2Stream(metaclass=NoPublicConstructor):
             self._check_can_send()
             parked = True
             await self._quota_lot.park()
+            await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled wins, as above
         self._check_can_send()
         if not self._headers_sent:
             raise RuntimeError("send_headers() must come before send_data()")
