@@ -1437,3 +1437,17 @@ async def test_handler_parked_in_send_is_cancelled_when_the_grace_runs_out() -> 
             await trio.testing.wait_all_tasks_blocked()
             await core.graceful_close()
     assert outcome == ["Cancelled"]
+
+
+async def test_h2_stream_table_stays_bounded_on_a_long_lived_connection() -> None:
+    """Streams that complete normally are pruned from h2's table, not kept forever."""
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.send_headers(RESPONSE_200, end_stream=True)
+
+    with trio.fail_after(20):
+        async with connected_pair(handler) as (conn, core):
+            for _ in range(1000):
+                await conn.request("GET", "/")
+            assert len(core.h2.streams) < 150
+            assert len(conn._core.h2.streams) < 150

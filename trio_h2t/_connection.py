@@ -533,6 +533,9 @@ class ConnectionCore:
                     self._quota_lot.unpark()
             else:
                 self._open_inbound -= 1
+        # Every close path comes here, so h2's stream table is pruned here (amortised
+        # O(1)); h2 itself would only prune while counting streams, which we don't.
+        self.h2.prune_closed_streams()
         self._check_idle()
 
     def _check_idle(self) -> None:
@@ -570,9 +573,6 @@ class ConnectionCore:
 
     def send_window_update(self, stream: H2Stream, increment: int) -> None:
         self._put(WindowUpdate(stream, increment))
-
-    def prune(self) -> None:
-        self.h2.prune_closed_streams()
 
     # -- client stream quota --------------------------------------------------------
 
@@ -707,10 +707,3 @@ class ConnectionCore:
 
     def streams(self) -> list[H2Stream]:
         return list(self._streams.values())
-
-    @staticmethod
-    def header_value(headers: HeaderList | None, name: bytes) -> bytes | None:
-        for k, v in headers or ():
-            if k == name:
-                return v
-        return None

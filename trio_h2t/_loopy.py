@@ -321,7 +321,6 @@ class Loopy:
                 self._frames += 1
             except (StreamClosedError, KeyError, ProtocolError):
                 pass  # already closed in h2: no RST is needed
-        self._core.prune()
 
     # ------------------------------------------------------------------ data
 

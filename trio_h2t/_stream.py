@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, final
 
 import trio
 from h2.errors import ErrorCodes
@@ -436,14 +436,3 @@ class H2Stream(metaclass=NoPublicConstructor):
             self._error = error
         self._recv_lot.unpark_all()
         self._quota_lot.unpark_all()
-
-    def _dump(self) -> dict[str, Any]:  # pragma: no cover - debugging aid
-        return {
-            "id": self.stream_id,
-            "closed": self._closed,
-            "recv_ended": self._recv_ended,
-            "end_queued": self._end_queued,
-            "out_done": self._out_done,
-            "error": self._error,
-            "quota": self._write_quota,
-        }
