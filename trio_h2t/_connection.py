@@ -48,6 +48,7 @@ from ._flow import BDP_PING_DATA, BdpEstimator, ConnectionInFlow
 from ._h2state import GoAwayReceived, H2State, make_h2_state
 from ._items import (
     CloseConnection,
+    ControlItem,
     GoAway,
     PeerResponse,
     Ping,
@@ -505,10 +506,10 @@ class ConnectionCore:
 
     # ------------------------------------------------------------------ streams
 
-    def _put(self, item: object) -> None:
+    def _put(self, item: ControlItem) -> None:
         # After finish the connection is going away: nothing more is owed.
         with contextlib.suppress(ConnectionClosingError):
-            self.cbuf.put(item)  # type: ignore[arg-type]
+            self.cbuf.put(item)
 
     def find_stream(self, stream_id: int) -> H2Stream | None:
         return self._streams.get(stream_id)
