@@ -27,6 +27,10 @@ long-lived transport (see ``docs/architecture.md``):
 5. **A malformed header block is a stream error** (§8.1.1): h2 raises a
    connection-killing ProtocolError when validation fails; our stream subclass
    closes just that stream and the connection answers RST_STREAM(PROTOCOL_ERROR).
+6. **The header paths are h2's most expensive per-stream code**: received blocks
+   are validated in one pass (``_headers.validate_received``, the same verdicts as
+   h2's chain of generators), and sent blocks are framed straight into h2's buffer
+   (``send_headers``), with h2's state transitions and HPACK encoder unchanged.
 
 Everything else (HPACK, frame parsing, stream states, flow-control windows and their
 overrun checks) is h2's. Only loopy pulls bytes out (``data_to_send``).
@@ -34,6 +38,7 @@ overrun checks) is h2's. Only loopy pulls bytes out (``data_to_send``).
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import h2.config
@@ -41,13 +46,17 @@ import h2.connection
 import h2.events
 import h2.settings
 import h2.stream
+from h2.connection import AllowedStreamIDs, ConnectionInputs
 from h2.errors import ErrorCodes
 from h2.exceptions import FrameDataMissingError, ProtocolError, StreamClosedError
 from h2.frame_buffer import FrameBuffer
 from h2.stream import StreamInputs
+from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
 from hpack.exceptions import HPACKError
 from hyperframe.exceptions import InvalidPaddingError
 from hyperframe.frame import DataFrame, GoAwayFrame, RstStreamFrame, SettingsFrame
+
+from ._headers import validate_received
 
 __all__ = ["GoAwayReceived", "H2State", "goaway_frame"]
 
@@ -78,8 +87,14 @@ def goaway_frame(last_stream_id: int, error_code: int, debug_data: bytes = b"") 
 
 _HPACK_FAILURES = (HPACKError, IndexError, TypeError, UnicodeDecodeError)  # h2's list
 
+_HEADERS = 0x1
 _SETTINGS = 0x4
 _WINDOW_UPDATE = 0x8
+_CONTINUATION = 0x9
+_END_STREAM = 0x1
+_END_HEADERS = 0x4
+# A frame header: 24-bit length (as 16 + 8 bits), type, flags, stream id (RFC 9113 §4.1).
+_FRAME_HEADER = struct.Struct(">HBBBL")
 
 
 class _FrameBuffer(FrameBuffer):
@@ -123,7 +138,58 @@ class _Stream(h2.stream.H2Stream):
     sent RST_STREAM) and let ``H2State`` answer with RST_STREAM(PROTOCOL_ERROR).
     """
 
+    def receive_headers(
+        self, headers: Any, end_stream: bool, header_encoding: Any
+    ) -> tuple[list[Any], list[Any]]:
+        """h2's, with the header block checked in one pass (``_headers``).
+
+        Same state transitions, events and errors as ``h2.stream.H2Stream``'s; only
+        the validation differs in cost, not in verdict. A configuration we do not
+        use (decoded ``str`` headers, inbound normalisation or no validation) takes
+        h2's own path.
+        """
+        config = self.config
+        if (
+            header_encoding
+            or config.normalize_inbound_headers
+            or not config.validate_inbound_headers
+        ):
+            result: tuple[list[Any], list[Any]] = super().receive_headers(
+                headers, end_stream, header_encoding
+            )
+            return result
+        machine = self.state_machine
+        if is_informational_response(headers):
+            if end_stream:
+                raise ProtocolError("Cannot set END_STREAM on informational responses")
+            events = machine.process_input(StreamInputs.RECV_INFORMATIONAL_HEADERS)
+        else:
+            events = machine.process_input(StreamInputs.RECV_HEADERS)
+        event: Any = events[0]  # one of the four header events
+        if end_stream:
+            ended = machine.process_input(StreamInputs.RECV_END_STREAM)
+            event.stream_ended = ended[0]
+            events += ended
+        self._initialize_content_length(headers)
+        kind = type(event)
+        trailer = kind is h2.events.TrailersReceived
+        if trailer and not end_stream:
+            raise ProtocolError("Trailers must have END_STREAM set")
+        try:
+            validate_received(
+                headers,
+                response=kind is h2.events.ResponseReceived
+                or kind is h2.events.InformationalResponseReceived,
+                trailer=trailer,
+            )
+        except ProtocolError as exc:
+            machine.process_input(StreamInputs.SEND_RST_STREAM)
+            raise _Malformed(self.stream_id) from exc
+        event.headers = headers
+        return [], events
+
     def _process_received_headers(self, *args: Any) -> Any:
+        # Still h2's path for PUSH_PROMISE blocks (never accepted: ENABLE_PUSH is 0).
         try:
             return super()._process_received_headers(*args)
         except ProtocolError as exc:
@@ -267,6 +333,80 @@ class H2State(h2.connection.H2Connection):
             events, exc, frame
         )
         return result
+
+    # -- 6. the outbound header path, framed directly ------------------------------
+
+    def send_headers(
+        self,
+        stream_id: int,
+        headers: Any,
+        end_stream: bool = False,
+        priority_weight: int | None = None,
+        priority_depends_on: int | None = None,
+        priority_exclusive: bool | None = None,
+    ) -> None:
+        """h2's ``send_headers``, framed without hyperframe objects.
+
+        Same checks, state transitions and HPACK encoding as h2 (the stream state
+        machine, trailers needing END_STREAM, informational responses, the stream's
+        authority and request method), then the block is written straight into h2's
+        outbound buffer as one HEADERS frame and as many CONTINUATION frames as the
+        peer's SETTINGS_MAX_FRAME_SIZE needs. ``headers`` must be bytes pairs (we
+        switched h2's outbound normalisation and validation off). Priority
+        information takes h2's own path.
+        """
+        if (
+            priority_weight is not None
+            or priority_depends_on is not None
+            or (priority_exclusive is not None)
+        ):
+            super().send_headers(
+                stream_id,
+                headers,
+                end_stream,
+                priority_weight,
+                priority_depends_on,
+                priority_exclusive,
+            )
+            return
+        self.state_machine.process_input(ConnectionInputs.SEND_HEADERS)
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            stream = self._begin_new_stream(stream_id, AllowedStreamIDs(self.config.client_side))
+        machine = stream.state_machine
+        if not machine.client and is_informational_response(headers):
+            if end_stream:
+                raise ProtocolError("Cannot set END_STREAM on informational responses.")
+            machine.process_input(StreamInputs.SEND_INFORMATIONAL_HEADERS)
+        else:
+            machine.process_input(StreamInputs.SEND_HEADERS)
+        block = self.encoder.encode(headers)
+        flags = 0
+        if end_stream:
+            machine.process_input(StreamInputs.SEND_END_STREAM)
+            flags = _END_STREAM
+        if machine.trailers_sent and not end_stream:
+            raise ProtocolError("Trailers must have END_STREAM set.")
+        if machine.client and stream._authority is None:
+            stream._authority = authority_from_headers(headers)
+        stream.request_method = extract_method_header(headers)
+
+        out = self._data_to_send
+        size = len(block)
+        limit = self.max_outbound_frame_size
+        if size <= limit:
+            flags |= _END_HEADERS
+            out += _FRAME_HEADER.pack(size >> 8, size & 0xFF, _HEADERS, flags, stream_id)
+            out += block
+            return
+        out += _FRAME_HEADER.pack(limit >> 8, limit & 0xFF, _HEADERS, flags, stream_id)
+        out += block[:limit]
+        for start in range(limit, size, limit):
+            chunk = block[start : start + limit]
+            n = len(chunk)
+            last = _END_HEADERS if start + limit >= size else 0
+            out += _FRAME_HEADER.pack(n >> 8, n & 0xFF, _CONTINUATION, last, stream_id)
+            out += chunk
 
     # -- helpers for loopy ----------------------------------------------------------
 

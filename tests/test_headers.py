@@ -1,0 +1,166 @@
+"""``trio_h2t._headers.validate_received`` accepts exactly the blocks h2 accepts.
+
+h2's inbound pipeline (``h2.utilities.validate_headers``, inbound validation on,
+normalisation off) is the reference: on every generated block and every kind
+(request, response, trailers), our one-pass check must raise ``ProtocolError`` if and
+only if h2's does.
+"""
+
+from __future__ import annotations
+
+import pytest
+from h2.exceptions import ProtocolError
+from h2.utilities import HeaderValidationFlags, validate_headers
+from hypothesis import example, given, strategies as st
+
+from trio_h2t._headers import validate_received
+
+KINDS = ["request", "response", "trailer"]
+
+# Names and values chosen to reach every rule, plus arbitrary bytes.
+NAMES = st.one_of(
+    st.sampled_from(
+        [
+            b":method",
+            b":scheme",
+            b":authority",
+            b":path",
+            b":status",
+            b":protocol",
+            b":custom",
+            b":",
+            b"::path",
+            b"host",
+            b"te",
+            b"connection",
+            b"keep-alive",
+            b"transfer-encoding",
+            b"content-length",
+            b"content-type",
+            b"grpc-status",
+            b"x-ok",
+            b"X-Upper",
+            b"x:colon",
+            b"x y",
+            b"",
+            b"\x7f",
+            b"caf\xc3\xa9",
+        ]
+    ),
+    st.binary(max_size=6),
+)
+VALUES = st.one_of(
+    st.sampled_from(
+        [
+            b"",
+            b"GET",
+            b"CONNECT",
+            b"http",
+            b"/",
+            b"200",
+            b"100",
+            b"x",
+            b"y",
+            b"trailers",
+            b"Trailers",
+            b"gzip",
+            b" x",
+            b"x\t",
+            b"a\x00b",
+            b"a\nb",
+            b"a\rb",
+            b"\xff",
+        ]
+    ),
+    st.binary(max_size=6),
+)
+HEADERS = st.lists(st.tuples(NAMES, VALUES), max_size=8)
+
+REQUEST = [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"x"), (b":path", b"/")]
+
+
+def h2_accepts(headers: list[tuple[bytes, bytes]], kind: str) -> bool:
+    flags = HeaderValidationFlags(
+        is_client=kind != "request",
+        is_trailer=kind == "trailer",
+        is_response_header=kind == "response",
+        is_push_promise=False,
+    )
+    try:
+        list(validate_headers(headers, flags))
+    except ProtocolError:
+        return False
+    return True
+
+
+def we_accept(headers: list[tuple[bytes, bytes]], kind: str) -> bool:
+    try:
+        validate_received(headers, response=kind == "response", trailer=kind == "trailer")
+    except ProtocolError:
+        return False
+    return True
+
+
+def with_valid_prefix(kind: str, rest: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    if kind == "request":
+        return REQUEST + rest
+    if kind == "response":
+        return [(b":status", b"200"), *rest]
+    return rest
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@given(headers=HEADERS)
+def test_same_verdict_as_h2_on_any_block(kind: str, headers: list[tuple[bytes, bytes]]) -> None:
+    assert we_accept(headers, kind) == h2_accepts(headers, kind)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@given(rest=HEADERS)
+@example(rest=[(b"host", b"x")])
+@example(rest=[(b"host", b"y")])
+@example(rest=[(b"host", b"x"), (b"host", b"x")])
+@example(rest=[(b"te", b"trailers")])
+@example(rest=[(b"te", b"gzip")])
+def test_same_verdict_as_h2_after_a_valid_prefix(
+    kind: str, rest: list[tuple[bytes, bytes]]
+) -> None:
+    headers = with_valid_prefix(kind, rest)
+    assert we_accept(headers, kind) == h2_accepts(headers, kind)
+
+
+@pytest.mark.parametrize(
+    ("kind", "headers", "ok"),
+    [
+        ("request", REQUEST, True),
+        ("request", [*REQUEST, (b"te", b"trailers"), (b"grpc-timeout", b"1S")], True),
+        ("request", [(b":method", b"CONNECT"), (b":authority", b"x:1")], True),
+        ("request", [(b":method", b"CONNECT"), (b":authority", b"x"), (b":path", b"/")], False),
+        (
+            "request",
+            [
+                (b":method", b"CONNECT"),
+                (b":protocol", b"websocket"),
+                (b":scheme", b"http"),
+                (b":path", b"/"),
+                (b":authority", b"x"),
+            ],
+            True,
+        ),
+        ("request", [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/")], False),
+        ("request", [*REQUEST[:3], (b":path", b"")], False),
+        ("request", [*REQUEST, (b"host", b"y")], False),
+        ("request", [*REQUEST, (b"Host", b"x")], False),
+        ("request", [*REQUEST, (b"connection", b"close")], False),
+        ("request", [*REQUEST, (b"x", b" padded")], False),
+        ("request", [(b"x", b"1"), *REQUEST], False),
+        ("response", [(b":status", b"200"), (b"content-type", b"text/plain")], True),
+        ("response", [(b":status", b"200"), (b":path", b"/")], False),
+        ("response", [(b"content-type", b"text/plain")], False),
+        ("trailer", [(b"grpc-status", b"0"), (b"grpc-message", b"")], True),
+        ("trailer", [(b":status", b"200")], False),
+    ],
+)
+def test_known_blocks(kind: str, headers: list[tuple[bytes, bytes]], ok: bool) -> None:
+    assert we_accept(headers, kind) is ok
+    assert h2_accepts(headers, kind) is ok
