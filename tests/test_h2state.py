@@ -7,6 +7,7 @@ h2's own ``test_interacting_stacks`` does without the threads.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import h2.config
 import h2.connection
@@ -226,3 +227,56 @@ def test_first_settings_carry_our_values_and_pending_bytes_tracks_the_buffer() -
     assert settings.settings[SettingCodes.INITIAL_WINDOW_SIZE] == 100_000
     assert settings.settings[SettingCodes.MAX_HEADER_LIST_SIZE] == 4096
     assert settings.settings[SettingCodes.ENABLE_PUSH] == 0
+
+
+# -- the framed-directly header path matches h2's ------------------------------------
+
+
+def _sent_by(state: h2.connection.H2Connection, *calls: tuple[int, list[Any], bool]) -> bytes:
+    for stream_id, headers, end_stream in calls:
+        state.send_headers(stream_id, headers, end_stream=end_stream)
+    return state.data_to_send()
+
+
+@pytest.mark.parametrize("value_size", [0, 100, 16_384, 40_000])
+@pytest.mark.parametrize("end_stream", [False, True])
+def test_send_headers_writes_the_bytes_h2_writes(value_size: int, end_stream: bool) -> None:
+    """HEADERS (+ CONTINUATION past the peer's max frame size) byte for byte as h2."""
+    big = [*REQUEST, (b"x-big", b"v" * value_size)]
+    ours_client, ours_server = ours(client_side=True), plain(client_side=False)
+    handshake(ours_client, ours_server)
+    stock_client, stock_server = plain(client_side=True), plain(client_side=False)
+    handshake(stock_client, stock_server)
+    calls = [(1, big, end_stream), (3, REQUEST, True)]
+    if not end_stream:
+        calls.append((1, [(b"x-trailer", b"t")], True))
+    mine, theirs = _sent_by(ours_client, *calls), _sent_by(stock_client, *calls)
+    assert [(type(f), f.stream_id, sorted(f.flags), f.body_len) for f in frames(mine)] == [
+        (type(f), f.stream_id, sorted(f.flags), f.body_len) for f in frames(theirs)
+    ]
+    assert mine == theirs
+    events = ours_server.receive_data(mine)
+    received = [e for e in events if isinstance(e, h2.events.RequestReceived)]
+    assert received[0].headers == big
+
+
+def test_send_headers_keeps_h2s_stream_rules() -> None:
+    """Trailers need END_STREAM; informational responses cannot end the stream;
+    HEADERS after END_STREAM are refused; each as h2 does."""
+    client, server = plain(client_side=True), ours(client_side=False)
+    handshake(client, server)
+    client.send_headers(1, REQUEST)
+    client.send_headers(3, REQUEST)
+    server.receive_data(client.data_to_send())
+    with pytest.raises(h2.exceptions.ProtocolError):
+        server.send_headers(1, [(b":status", b"100")], end_stream=True)
+    server.send_headers(1, [(b":status", b"100")])
+    server.send_headers(1, [(b":status", b"200")])
+    with pytest.raises(h2.exceptions.ProtocolError):
+        server.send_headers(1, [(b"x-trailer", b"t")])
+    server.send_headers(3, [(b":status", b"200")], end_stream=True)
+    with pytest.raises(h2.exceptions.ProtocolError):
+        server.send_headers(3, [(b":status", b"200")])
+    kinds = [type(e) for e in client.receive_data(server.data_to_send())]
+    assert kinds.count(h2.events.InformationalResponseReceived) == 1
+    assert kinds.count(h2.events.ResponseReceived) == 2
