@@ -48,7 +48,12 @@ import h2.settings
 import h2.stream
 from h2.connection import AllowedStreamIDs, ConnectionInputs
 from h2.errors import ErrorCodes
-from h2.exceptions import FrameDataMissingError, ProtocolError, StreamClosedError
+from h2.exceptions import (
+    FrameDataMissingError,
+    ProtocolError,
+    StreamClosedError,
+    StreamIDTooLowError,
+)
 from h2.frame_buffer import FrameBuffer
 from h2.stream import StreamInputs
 from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
@@ -293,6 +298,35 @@ class H2State(h2.connection.H2Connection):
             self._terminate_connection(e.error_code)
             raise
         self.events_before_error = []
+        return events
+
+    def _receive_frame(self, frame: Any) -> list[h2.events.Event]:
+        # h2's, minus its trace log, whose argument is an eager ``repr(frame)``
+        # (about 3 % of a unary exchange): the same dispatch and the same answers to
+        # frames on streams closed by reset or by END_STREAM.
+        events: list[h2.events.Event]
+        try:
+            frames, events = self._frame_dispatch_table[frame.__class__](frame)
+        except StreamClosedError as e:
+            if not self._stream_is_closed_by_reset(e.stream_id):
+                raise
+            rst = RstStreamFrame(e.stream_id)
+            rst.error_code = e.error_code
+            self._prepare_for_sending([rst])
+            events = e._events
+        except StreamIDTooLowError as e:
+            if self._stream_is_closed_by_reset(e.stream_id):
+                rst = RstStreamFrame(e.stream_id)
+                rst.error_code = ErrorCodes.STREAM_CLOSED
+                self._prepare_for_sending([rst])
+                events = []
+            elif self._stream_is_closed_by_end(e.stream_id):
+                raise StreamClosedError(e.stream_id) from e
+            else:
+                raise
+        else:
+            if frames:
+                self._prepare_for_sending(frames)
         return events
 
     # -- 5. one malformed stream does not kill the connection -----------------------

@@ -22,7 +22,7 @@ call raises an error whose cause is the same first error.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, final
 
 import trio
@@ -31,7 +31,7 @@ from h2.errors import ErrorCodes
 from ._exceptions import ConnectionClosingError, StreamResetError
 from ._flow import StreamInFlow
 from ._items import Data, Headers
-from ._util import NoPublicConstructor
+from ._util import LazyParkingLot, NoPublicConstructor
 
 if TYPE_CHECKING:
     from ._connection import ConnectionCore
@@ -72,6 +72,32 @@ class H2Stream(metaclass=NoPublicConstructor):
     ``async for chunk in stream``), :meth:`receive_trailers`. Aborting: :meth:`reset`.
     """
 
+    __slots__ = (
+        "_body_received",
+        "_cancel_scope",
+        "_chunks",
+        "_closed",
+        "_content_length",
+        "_core",
+        "_end_queued",
+        "_error",
+        "_headers",
+        "_headers_sent",
+        "_in_flow",
+        "_out_done",
+        "_out_offset",
+        "_out_queue",
+        "_out_state",
+        "_quota_lot",
+        "_recv_ended",
+        "_recv_lot",
+        "_reset_sent",
+        "_rst_on_end",
+        "_trailers",
+        "_write_quota",
+        "stream_id",
+    )
+
     def __init__(self, core: ConnectionCore, *, stream_id: int, headers: HeaderList | None) -> None:
         self._core = core  # immutable after init
         config = core.config
@@ -84,7 +110,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._recv_ended = False  # END_STREAM received
         self._trailers: HeaderList | None = None
         self._in_flow = StreamInFlow(core.initial_window_size, config.window_update_ratio)
-        self._recv_lot = trio.lowlevel.ParkingLot()  # the stream task, waiting to receive
+        self._recv_lot = LazyParkingLot()  # the stream task, waiting to receive
         # owner: reader. Server only: the request's content-length and the body
         # bytes seen, checked when the request ends (RFC 9113 §8.1.1).
         self._content_length: int | None = None
@@ -97,7 +123,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._headers_sent = headers is None  # client: sent by open_stream
         self._end_queued = False  # END_STREAM queued (by data, trailers or end())
         self._write_quota = config.write_quota  # shared: -= by stream task, += by loopy
-        self._quota_lot = trio.lowlevel.ParkingLot()
+        self._quota_lot = LazyParkingLot()
 
         # -- owner: loopy
         self._out_queue: deque[Data | Headers] = deque()
@@ -233,15 +259,17 @@ class H2Stream(metaclass=NoPublicConstructor):
         parts = [chunk async for chunk in self]
         return b"".join(parts)
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._iterate()
+    def __aiter__(self) -> H2Stream:
+        # Like trio.abc.ReceiveStream: the stream is its own iterator (no async
+        # generator, so no asyncgen hooks per stream).
+        return self
 
-    async def _iterate(self) -> AsyncIterator[bytes]:
-        while True:
-            chunk = await self.receive_some()
-            if not chunk:
-                return
-            yield chunk
+    async def __anext__(self) -> bytes:
+        """The next chunk of the body (``receive_some``); the iteration ends with it."""
+        chunk = await self.receive_some()
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
 
     # ------------------------------------------------------------------ sending
 
