@@ -61,10 +61,12 @@ async def run_rpcs(total: int, concurrency: int) -> None:
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(trio_h2t.serve_connection, server_side, handler)
-        async with trio_h2t.open_client_connection(client_side) as conn:
-            async with trio.open_nursery() as workers:
-                for _ in range(concurrency):
-                    workers.start_soon(worker, conn)
+        async with (
+            trio_h2t.open_client_connection(client_side) as conn,
+            trio.open_nursery() as workers,
+        ):
+            for _ in range(concurrency):
+                workers.start_soon(worker, conn)
         nursery.cancel_scope.cancel()
 
 
