@@ -30,7 +30,8 @@ long-lived transport (see ``docs/architecture.md``):
 6. **The header paths are h2's most expensive per-stream code**: received blocks
    are validated in one pass (``_headers.validate_received``, the same verdicts as
    h2's chain of generators), and sent blocks are framed straight into h2's buffer
-   (``send_headers``), with h2's state transitions and HPACK encoder unchanged.
+   (``send_headers``), with h2's state transitions unchanged; HPACK remembers
+   whole blocks that leave its table as it was (``_hpack``).
 
 Everything else (HPACK, frame parsing, stream states, flow-control windows and their
 overrun checks) is h2's. Only loopy pulls bytes out (``data_to_send``).
@@ -62,6 +63,7 @@ from hyperframe.exceptions import InvalidPaddingError
 from hyperframe.frame import DataFrame, GoAwayFrame, RstStreamFrame, SettingsFrame
 
 from ._headers import validate_received
+from ._hpack import CachingDecoder, CachingEncoder
 
 __all__ = ["GoAwayReceived", "H2State", "goaway_frame"]
 
@@ -220,6 +222,10 @@ class H2State(h2.connection.H2Connection):
     def __init__(self, config: h2.config.H2Configuration) -> None:
         super().__init__(config=config)
         self.incoming_buffer = _FrameBuffer(server=not config.client_side)
+        # Nothing is encoded or decoded yet: swap in the block-remembering HPACK pair.
+        self.encoder = CachingEncoder()
+        self.decoder = CachingDecoder()
+        self.decoder.max_header_list_size = self.DEFAULT_MAX_HEADER_LIST_SIZE
         self.events_before_error: list[h2.events.Event] = []
         self._prune_at = 64
         self._preface_checked = False  # the peer's first frame was SETTINGS
