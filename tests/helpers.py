@@ -290,3 +290,20 @@ class UnlimitedH2Connection(h2.connection.H2Connection):
         ev.last_stream_id = frame.last_stream_id
         ev.additional_data = frame.additional_data or None
         return [], [ev]
+
+
+class RecordingStarter:
+    """A ``StreamStarter`` for control-buffer tests: records what loopy would tell it."""
+
+    def __init__(self, on_orphaned: Callable[[BaseException], Any] | None = None) -> None:
+        self.stream_ids: list[int] = []
+        self.orphaned_with: list[BaseException] = []
+        self._on_orphaned = on_orphaned
+
+    def started(self, stream_id: int) -> None:
+        self.stream_ids.append(stream_id)
+
+    def orphaned(self, error: BaseException) -> None:
+        self.orphaned_with.append(error)
+        if self._on_orphaned is not None:
+            self._on_orphaned(error)

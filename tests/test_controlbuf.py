@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
+from helpers import RecordingStarter
 
 from trio_h2t import ConnectionClosingError
 from trio_h2t._controlbuf import ControlBuffer
@@ -24,9 +25,7 @@ def data(stream_id: int = 1, released: list[int] | None = None) -> Data:
 
 
 def start(orphaned: list[BaseException]) -> StartStream:
-    return StartStream(
-        headers=[], end_stream=False, on_started=lambda _: None, on_orphaned=orphaned.append
-    )
+    return StartStream(headers=[], end_stream=False, starter=RecordingStarter(orphaned.append))
 
 
 def test_put_get_fifo_and_batch_swap() -> None:
@@ -260,14 +259,14 @@ async def test_wait_unthrottled_after_finish_raises() -> None:
 
 
 def test_failing_orphan_hook_does_not_stop_the_others() -> None:
-    """One raising on_orphaned still lets every other item be orphaned; it re-raises."""
+    """One raising orphan hook still lets every other item be orphaned; it re-raises."""
     cb = ControlBuffer()
 
     def bad(_: BaseException) -> None:
         raise ValueError("hook")
 
     orphaned: list[BaseException] = []
-    cb.put(StartStream(headers=[], end_stream=False, on_started=lambda _: None, on_orphaned=bad))
+    cb.put(StartStream(headers=[], end_stream=False, starter=RecordingStarter(bad)))
     cb.put(start(orphaned))
     with pytest.raises(ValueError, match="hook"):
         cb.finish(RuntimeError())

@@ -64,6 +64,7 @@ import outcome
 import trio
 import trio.lowlevel
 import trio.testing
+from helpers import RecordingStarter
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -209,8 +210,7 @@ def make_item(record: ItemRecord, on_orphan: Callable[[BaseException | None], No
             return StartStream(
                 headers=[(b"x-tag", tag)],
                 end_stream=False,
-                on_started=lambda _: None,
-                on_orphaned=on_orphan,
+                starter=RecordingStarter(on_orphan),
             )
         case "data":
             # Data's ``stream`` is not the buffer's business (tests/test_controlbuf.py

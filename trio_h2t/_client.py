@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import TracebackType
 from typing import final
 
 import trio
@@ -21,6 +22,91 @@ __all__ = ["ClientConnection", "open_client_connection", "open_connection"]
 
 
 @final
+class _StreamOpener:
+    """``open_stream``'s context manager, and loopy's :class:`StreamStarter` for it.
+
+    One object per request (a class, not an ``asynccontextmanager`` generator: no
+    generator, no asyncgen hooks, no closures). Owner: the stream task, except
+    ``started``/``orphaned``, which loopy calls (between the task's awaits).
+    """
+
+    __slots__ = ("_core", "_end_stream", "_headers", "_stream")
+
+    def __init__(
+        self,
+        core: ConnectionCore,
+        headers: Sequence[tuple[bytes | str, bytes | str]],
+        end_stream: bool,
+    ) -> None:
+        self._core = core
+        self._headers = headers
+        self._end_stream = end_stream
+        self._stream: H2Stream | None = None
+
+    async def __aenter__(self) -> H2Stream:
+        if self._stream is not None:
+            raise RuntimeError("open_stream(...) can be entered only once")
+        core = self._core
+        await core.acquire_stream_quota()
+        stream = H2Stream._create(core, stream_id=0, headers=None)
+        stream._headers_sent = True
+        if self._end_stream:
+            stream._end_queued = True
+        self._stream = stream
+        try:
+            core.cbuf.put(StartStream(_as_header_list(self._headers), self._end_stream, self))
+        except ConnectionClosingError:
+            core.release_stream_quota()
+            raise core.closing_error() from None
+        return stream
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Not a checkpoint: leaving never blocks.
+        stream = self._stream
+        assert stream is not None
+        if stream._closed:
+            return
+        if exc is not None or not (
+            stream._end_queued and stream._recv_ended and stream._error is None
+        ):
+            stream.reset(ErrorCodes.CANCEL)
+        # Otherwise the response is complete and our whole body is queued: loopy
+        # finishes writing it (leaving must not truncate a request the server is
+        # still reading), and the stream closes when its END_STREAM is written.
+
+    # -- StreamStarter: called by loopy ---------------------------------------------
+
+    def started(self, stream_id: int) -> None:
+        """Loopy framed the HEADERS."""
+        stream = self._stream
+        assert stream is not None
+        if stream._closed:  # reset before its HEADERS went out
+            stream.stream_id = stream_id
+            return
+        self._core.register_client_stream(stream, stream_id)
+        if self._end_stream:
+            # The HEADERS carried END_STREAM: our side is done, so the stream
+            # closes when the response ends (not only when the block is left).
+            stream._out_done = True
+            self._core.local_end_written(stream)
+
+    def orphaned(self, error: BaseException) -> None:
+        """The connection closed before the HEADERS went out."""
+        stream = self._stream
+        assert stream is not None
+        exc = ConnectionClosingError("the stream could not start: the connection is closing")
+        exc.__cause__ = error
+        stream._fail(exc)
+        stream._out_done = True
+        self._core.stream_closed(stream)
+
+
+@final
 class ClientConnection(metaclass=NoPublicConstructor):
     """An HTTP/2 client connection; open streams on it with :meth:`open_stream`."""
 
@@ -29,14 +115,13 @@ class ClientConnection(metaclass=NoPublicConstructor):
         self.authority = authority
         self.scheme = scheme
 
-    @asynccontextmanager
-    async def open_stream(
+    def open_stream(
         self,
         headers: Sequence[tuple[bytes | str, bytes | str]],
         *,
         end_stream: bool = False,
-    ) -> AsyncIterator[H2Stream]:
-        """Start a request; yield its :class:`H2Stream`.
+    ) -> AbstractAsyncContextManager[H2Stream]:
+        """Start a request: ``async with conn.open_stream(headers) as stream``.
 
         ``headers`` must include the pseudo-headers (``:method``, ``:path``,
         ``:scheme``, ``:authority``); :meth:`request_headers` builds them. With
@@ -50,56 +135,11 @@ class ClientConnection(metaclass=NoPublicConstructor):
         On cancellation: while waiting for quota, nothing was sent. Inside the block,
         the stream is reset (RST_STREAM CANCEL) and its state freed.
 
-        Raises:
+        Raises (on entering):
             ConnectionClosingError: the connection is closing or closed, or the peer
                 sent GOAWAY (``retryable``: nothing was sent).
         """
-        core = self._core
-        await core.acquire_stream_quota()
-        stream = H2Stream._create(core, stream_id=0, headers=None)
-        stream._headers_sent = True
-        if end_stream:
-            stream._end_queued = True
-
-        def on_started(stream_id: int) -> None:
-            # Called by loopy once the HEADERS are framed.
-            if stream._closed:  # reset before its HEADERS went out
-                stream.stream_id = stream_id
-                return
-            core.register_client_stream(stream, stream_id)
-            if end_stream:
-                # The HEADERS carried END_STREAM: our side is done, so the stream
-                # closes when the response ends (not only when the block is left).
-                stream._out_done = True
-                core.local_end_written(stream)
-
-        def on_orphaned(error: BaseException) -> None:
-            exc = ConnectionClosingError("the stream could not start: the connection is closing")
-            exc.__cause__ = error
-            stream._fail(exc)
-            stream._out_done = True
-            core.stream_closed(stream)
-
-        try:
-            core.cbuf.put(
-                StartStream(_as_header_list(headers), end_stream, on_started, on_orphaned)
-            )
-        except ConnectionClosingError:
-            core.release_stream_quota()
-            raise core.closing_error() from None
-        try:
-            yield stream
-        except BaseException:
-            if not stream._closed:
-                stream.reset(ErrorCodes.CANCEL)
-            raise
-        if not stream._closed and not (
-            stream._end_queued and stream._recv_ended and stream._error is None
-        ):
-            stream.reset(ErrorCodes.CANCEL)
-        # Otherwise the response is complete and our whole body is queued: loopy
-        # finishes writing it (leaving must not truncate a request the server is
-        # still reading), and the stream closes when its END_STREAM is written.
+        return _StreamOpener(self._core, headers, end_stream)
 
     def request_headers(
         self,

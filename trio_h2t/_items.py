@@ -19,7 +19,7 @@ Orphaning
 ---------
 When the control buffer is finished, every item it still holds is *orphaned* exactly
 once: ``item.orphan(error)`` runs. Most items have nothing to release. A stream start
-fails its stream (``on_orphaned``), and a data item releases its payload
+fails its stream (``starter.orphaned``), and a data item releases its payload
 (``on_release``), so nobody waits forever on work that will never be written.
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from ._stream import H2Stream
@@ -44,11 +44,22 @@ __all__ = [
     "Settings",
     "StartStream",
     "StreamDone",
+    "StreamStarter",
     "WindowOpened",
     "WindowUpdate",
 ]
 
 HeaderList = Sequence[tuple[bytes, bytes]]
+
+
+class StreamStarter(Protocol):
+    """Who waits for a :class:`StartStream`: told its stream id, or why it never got one."""
+
+    def started(self, stream_id: int) -> None:
+        """Loopy framed the HEADERS with ``stream_id``."""
+
+    def orphaned(self, error: BaseException) -> None:
+        """The stream will never start (the connection is closing). Must not raise."""
 
 
 class ControlItem:
@@ -75,19 +86,18 @@ class StartStream(ControlItem):
     """Client only: open a new stream. Loopy assigns its id and writes HEADERS.
 
     Stream ids are assigned when the HEADERS are framed, so they always go out in
-    increasing order (h2 requires it); loopy then calls ``on_started(stream_id)``.
-    ``on_orphaned(error)`` fails the waiting stream instead when the connection
+    increasing order (h2 requires it); loopy then calls ``starter.started(stream_id)``.
+    ``starter.orphaned(error)`` fails the waiting stream instead when the connection
     closes first (grpclib #216 hung here).
     """
 
     throttled: ClassVar[bool] = False
     headers: HeaderList
     end_stream: bool
-    on_started: Callable[[int], None]
-    on_orphaned: Callable[[BaseException], None]
+    starter: StreamStarter
 
     def orphan(self, error: BaseException) -> None:
-        self.on_orphaned(error)
+        self.starter.orphaned(error)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

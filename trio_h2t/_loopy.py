@@ -283,12 +283,12 @@ class Loopy:
         core = self._core
         error = core.refuse_new_stream_error()
         if error is not None:
-            item.on_orphaned(error)
+            item.starter.orphaned(error)
             return
         stream_id = self._h2.get_next_available_stream_id()
         self._h2.send_headers(stream_id, item.headers, end_stream=item.end_stream)
         self._frames += 1
-        item.on_started(stream_id)
+        item.starter.started(stream_id)
 
     def _write_headers(self, stream: H2Stream, item: Headers) -> None:
         try:
