@@ -16,6 +16,8 @@ Debian's ``valgrind`` package). ``--child N`` is the inner run itself.
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
 import os
 import re
 import subprocess
@@ -60,7 +62,11 @@ async def run_rpcs(total: int, concurrency: int) -> None:
                     pass
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(trio_h2t.serve_connection, server_side, handler)
+        # MAX_CONCURRENT_STREAMS = concurrency + 1, as benchmain's server (grpc-go's rule).
+        config = trio_h2t.TransportConfig(max_concurrent_streams=concurrency + 1)
+        nursery.start_soon(
+            functools.partial(trio_h2t.serve_connection, config=config), server_side, handler
+        )
         async with (
             trio_h2t.open_client_connection(client_side) as conn,
             trio.open_nursery() as workers,
@@ -70,7 +76,7 @@ async def run_rpcs(total: int, concurrency: int) -> None:
         nursery.cancel_scope.cancel()
 
 
-def count(rpcs: int, concurrency: int, seed: str) -> int:
+def count(rpcs: int, concurrency: int, seed: str, no_gc: bool) -> int:
     """Instructions of one child run of ``rpcs`` RPCs, under callgrind."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
@@ -86,6 +92,7 @@ def count(rpcs: int, concurrency: int, seed: str) -> int:
                 str(rpcs),
                 "--concurrency",
                 str(concurrency),
+                *(["--no-gc"] if no_gc else []),
             ],
             check=True,
             env=env,
@@ -101,16 +108,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rpcs", type=int, default=500, help="RPCs in the small run")
     parser.add_argument("--concurrency", type=int, default=100)
+    parser.add_argument(
+        "--no-gc", action="store_true", help="disable the cyclic collector (to see its share)"
+    )
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        if args.no_gc:
+            gc.disable()
         trio.run(run_rpcs, args.child, args.concurrency)
         return
-    small = count(args.rpcs, args.concurrency, "0")
-    large = count(5 * args.rpcs, args.concurrency, "0")
+    small = count(args.rpcs, args.concurrency, "0", args.no_gc)
+    large = count(5 * args.rpcs, args.concurrency, "0", args.no_gc)
     per_rpc = (large - small) / (4 * args.rpcs)
+    gc_note = ", gc off" if args.no_gc else ""
     print(
-        f"unary c={args.concurrency}, memory network: {per_rpc:,.0f} instructions per RPC "
+        f"unary c={args.concurrency}{gc_note}, memory network: {per_rpc:,.0f} instructions per RPC "
         f"(both sides; callgrind, {args.rpcs} vs {5 * args.rpcs} RPCs: {small:,} / {large:,})"
     )
 
