@@ -525,8 +525,7 @@ class ConnectionCore:
             return
         stream._closed = True
         stream._in_flow.release()
-        stream._recv_lot.unpark_all()
-        stream._quota_lot.unpark_all()
+        stream._wake()
         if self._streams.pop(stream.stream_id, None) is not None or stream.stream_id == 0:
             if self.client_side:
                 self._open_outbound -= 1

@@ -31,7 +31,7 @@ from h2.errors import ErrorCodes
 from ._exceptions import ConnectionClosingError, StreamResetError
 from ._flow import StreamInFlow
 from ._items import Data, Headers
-from ._util import LazyParkingLot, NoPublicConstructor
+from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
     from ._connection import ConnectionCore
@@ -84,13 +84,12 @@ class H2Stream(metaclass=NoPublicConstructor):
         "_headers",
         "_headers_sent",
         "_in_flow",
+        "_lot",
         "_out_done",
         "_out_offset",
         "_out_queue",
         "_out_state",
-        "_quota_lot",
         "_recv_ended",
-        "_recv_lot",
         "_reset_sent",
         "_rst_on_end",
         "_trailers",
@@ -110,7 +109,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._recv_ended = False  # END_STREAM received
         self._trailers: HeaderList | None = None
         self._in_flow = StreamInFlow(core.initial_window_size, config.window_update_ratio)
-        self._recv_lot = LazyParkingLot()  # the stream task, waiting to receive
+        # The stream task, waiting to receive or for write quota; built on the first
+        # wait (most streams never wait). Waiters re-check their condition on waking.
+        self._lot: trio.lowlevel.ParkingLot | None = None
         # owner: reader. Server only: the request's content-length and the body
         # bytes seen, checked when the request ends (RFC 9113 §8.1.1).
         self._content_length: int | None = None
@@ -123,7 +124,6 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._headers_sent = headers is None  # client: sent by open_stream
         self._end_queued = False  # END_STREAM queued (by data, trailers or end())
         self._write_quota = config.write_quota  # shared: -= by stream task, += by loopy
-        self._quota_lot = LazyParkingLot()
 
         # -- owner: loopy
         self._out_queue: deque[Data | Headers] = deque()
@@ -171,7 +171,7 @@ class H2Stream(metaclass=NoPublicConstructor):
             self._raise_if_error()
             if self._recv_ended:
                 raise StreamResetError(self.stream_id, ErrorCodes.PROTOCOL_ERROR, remote=False)
-            await self._recv_lot.park()
+            await self._park()
             # A stream failed by the end of its connection wakes us; if our task was
             # cancelled meanwhile (a handler's scope is cancelled first), Cancelled wins.
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -205,7 +205,7 @@ class H2Stream(metaclass=NoPublicConstructor):
                 return b""
             self._raise_if_error()
             parked = True
-            await self._recv_lot.park()
+            await self._park()
             # A stream failed by the end of its connection wakes us; if our task was
             # cancelled meanwhile (a handler's scope is cancelled first), Cancelled wins.
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -312,7 +312,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         while self._write_quota <= 0:
             self._check_can_send()
             parked = True
-            await self._quota_lot.park()
+            await self._park()
             await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled wins, as above
         self._check_can_send()
         if not self._headers_sent:
@@ -416,8 +416,8 @@ class H2Stream(metaclass=NoPublicConstructor):
     def _quota_returner(self, size: int) -> Callable[[], None]:
         def release() -> None:
             self._write_quota += size
-            if self._write_quota > 0 and self._quota_lot:
-                self._quota_lot.unpark_all()
+            if self._write_quota > 0:
+                self._wake()
 
         return release
 
@@ -435,6 +435,17 @@ class H2Stream(metaclass=NoPublicConstructor):
             if inc:
                 self._core.send_window_update(self, inc)
 
+    async def _park(self) -> None:
+        lot = self._lot
+        if lot is None:
+            lot = self._lot = trio.lowlevel.ParkingLot()
+        await lot.park()
+
+    def _wake(self) -> None:
+        """Wake the stream task if it waits (to receive, or for write quota)."""
+        if self._lot:
+            self._lot.unpark_all()
+
     # -- called by the reader / core (synchronously) --------------------------------
 
     def _on_data(self, data: bytes, flow_controlled_length: int) -> None:
@@ -445,22 +456,21 @@ class H2Stream(metaclass=NoPublicConstructor):
             self._consumed(padding)
         if data:
             self._chunks.append(data)
-        self._recv_lot.unpark_all()
+        self._wake()
 
     def _on_headers(self, headers: HeaderList) -> None:
         self._headers = headers
-        self._recv_lot.unpark_all()
+        self._wake()
 
     def _on_trailers(self, headers: HeaderList) -> None:
         self._trailers = headers
 
     def _on_end(self) -> None:
         self._recv_ended = True
-        self._recv_lot.unpark_all()
+        self._wake()
 
     def _fail(self, error: BaseException) -> None:
         """Make ``error`` sticky and wake every waiter. Idempotent (first error wins)."""
         if self._error is None:
             self._error = error
-        self._recv_lot.unpark_all()
-        self._quota_lot.unpark_all()
+        self._wake()

@@ -5,9 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, NoReturn, TypeVar
 
-import trio
-
-__all__ = ["LazyParkingLot", "NoPublicConstructor", "fixup_module_metadata"]
+__all__ = ["NoPublicConstructor", "fixup_module_metadata"]
 
 T = TypeVar("T")
 
@@ -29,33 +27,3 @@ def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:
         if getattr(obj, "__module__", "").startswith("trio_h2t."):
             with contextlib.suppress(AttributeError, TypeError):
                 obj.__module__ = module_name
-
-
-class LazyParkingLot:
-    """A ``trio.lowlevel.ParkingLot`` built on the first ``park``.
-
-    Every stream has two lots (its task waiting to receive, and waiting for write
-    quota) and most streams never park in either: this saves building both per
-    stream. Same semantics as the lot for the methods it has.
-    """
-
-    __slots__ = ("_lot",)
-
-    def __init__(self) -> None:
-        self._lot: trio.lowlevel.ParkingLot | None = None
-
-    def __bool__(self) -> bool:
-        """True if a task is parked."""
-        return bool(self._lot)
-
-    async def park(self) -> None:
-        """Park the current task until unparked. Checkpoint: always (it blocks)."""
-        lot = self._lot
-        if lot is None:
-            lot = self._lot = trio.lowlevel.ParkingLot()
-        await lot.park()
-
-    def unpark_all(self) -> None:
-        """Wake every parked task."""
-        if self._lot:
-            self._lot.unpark_all()
