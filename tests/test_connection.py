@@ -441,7 +441,7 @@ async def test_application_that_stops_reading_stops_its_peer(dynamic: bool) -> N
             f = stream._in_flow
             if not dynamic:
                 assert f.limit == window
-            buffered = sum(len(c) for c in stream._chunks)
+            buffered = sum(len(c) for c in stream._chunks or ())
             assert buffered == f.pending_data == f.limit  # one window, not a byte more
             # The sender is parked: one window on the wire, one write quota queued.
             assert sent <= f.limit + TransportConfig().write_quota + 16_384
@@ -645,7 +645,7 @@ async def test_bdp_growth_credits_open_streams_once() -> None:
             await peer.flush()
             await trio.testing.wait_all_tasks_blocked()
             assert f.pending_data == f.limit
-            assert sum(len(c) for c in held[0]._chunks) == f.limit
+            assert sum(len(c) for c in held[0]._chunks or ()) == f.limit
 
 
 # ============================================================ 5. MAX_CONCURRENT_STREAMS
@@ -782,6 +782,36 @@ async def test_graceful_close_finishes_in_flight_and_refuses_new() -> None:
                 await s.receive_headers()
                 assert await s.read_all() == b"in flight"
             assert closed
+
+
+async def test_handler_reset_after_the_clients_goaway_reaches_the_client() -> None:
+    """Regression (found by the stateful suite): after the client's GOAWAY, a handler
+    that returns without answering gets its stream reset by the server, which leaves
+    the server idle: it then queues its own GOAWAY and closes. The RST_STREAM must be
+    queued first, or loopy stops at the close without writing it and the client waits
+    on the stream until the connection drops."""
+    release = trio.Event()
+    in_handler = trio.Event()
+
+    async def handler(stream: H2Stream) -> None:
+        in_handler.set()
+        await release.wait()  # then return without a response
+
+    with trio.fail_after(5):
+        async with (
+            connected_pair(handler) as (conn, core),
+            conn.open_stream(REQUEST, end_stream=True) as s,
+        ):
+            await in_handler.wait()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(conn.aclose)
+                await trio.testing.wait_all_tasks_blocked()
+                assert core.goaway_received is not None  # the server saw our GOAWAY
+                release.set()
+                with pytest.raises(StreamResetError) as info:
+                    await s.receive_headers()
+            assert info.value.error_code == ErrorCodes.INTERNAL_ERROR
+            assert info.value.remote
 
 
 async def test_serve_connection_returns_after_graceful_close_while_client_stays() -> None:

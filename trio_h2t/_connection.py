@@ -568,8 +568,12 @@ class ConnectionCore:
             return
         if error is not None:
             stream._fail(error)
-        self.stream_closed(stream)
+        # RST_STREAM first: closing the stream may make the connection idle, and a
+        # server that answered a client's GOAWAY then queues GOAWAY + CloseConnection,
+        # behind which loopy would never write this RST (the client would wait on the
+        # stream until the connection dropped).
         self._put(ResetStream(stream, code))
+        self.stream_closed(stream)
 
     def send_window_update(self, stream: H2Stream, increment: int) -> None:
         self._put(WindowUpdate(stream, increment))
