@@ -1109,7 +1109,7 @@ class ConnectionMachine(RuleBasedStateMachine):
             stream = side.stream
             assert stream is not None
             flow = stream._in_flow
-            buffered = sum(len(c) for c in stream._chunks)
+            buffered = sum(len(c) for c in stream._chunks or ())
             total += buffered
             if not stream._closed:
                 side.max_window = max(side.max_window, flow.limit + flow.delta)
@@ -1129,7 +1129,7 @@ class ConnectionMachine(RuleBasedStateMachine):
                 # Quota is out exactly for the data loopy still holds for the stream.
                 held = sum(
                     len(item.payload)
-                    for item in stream._out_queue
+                    for item in stream._out_queue or ()
                     if isinstance(item, Data) and item.on_release is not None
                 )
                 assert cfg.write_quota - stream._write_quota == held, (
@@ -1533,7 +1533,7 @@ async def test_parked_output_is_released_when_the_connection_ends() -> None:
         await trio.testing.wait_all_tasks_blocked()
         assert conn.error is not None
     assert parked == [OUT_WAITING]
-    assert (stream._write_quota, len(stream._out_queue)) == (ccfg.write_quota, 0)
+    assert (stream._write_quota, len(stream._out_queue or ())) == (ccfg.write_quota, 0)
 
 
 @on_mock_clock  # regression test: bug "graceful-close-cancels-handlers" is fixed

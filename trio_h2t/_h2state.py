@@ -338,8 +338,27 @@ class H2State(h2.connection.H2Connection):
     # -- 5. one malformed stream does not kill the connection -----------------------
 
     def _begin_new_stream(self, stream_id: int, allowed_ids: Any) -> Any:
-        stream = super()._begin_new_stream(stream_id, allowed_ids)
-        stream.__class__ = _Stream  # same layout; only the two hooks above differ
+        # h2's, building our stream subclass directly (assigning ``__class__`` after
+        # the fact would materialise every stream's attribute dict: one more
+        # GC-tracked object per stream), without its three debug logs.
+        outbound = self._stream_id_is_outbound(stream_id)
+        highest = self.highest_outbound_stream_id if outbound else self.highest_inbound_stream_id
+        if stream_id <= highest:
+            raise StreamIDTooLowError(stream_id, highest)
+        if (stream_id % 2) != int(allowed_ids):
+            raise ProtocolError("Invalid stream ID for peer.")
+        stream = _Stream(
+            stream_id,
+            config=self.config,
+            inbound_window_size=self.local_settings.initial_window_size,
+            outbound_window_size=self.remote_settings.initial_window_size,
+        )
+        stream.max_outbound_frame_size = self.max_outbound_frame_size
+        self.streams[stream_id] = stream
+        if outbound:
+            self.highest_outbound_stream_id = stream_id
+        else:
+            self.highest_inbound_stream_id = stream_id
         return stream
 
     def _receive_headers_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:

@@ -106,7 +106,9 @@ class Loopy:
         # Invariant: a stream is in _active iff its _out_state is OUT_ACTIVE, and
         # in _waiting iff it is OUT_WAITING (data queued, stream window exhausted).
         self._active: deque[H2Stream] = deque()
-        self._waiting: set[H2Stream] = set()
+        # An insertion-ordered dict, not a set: parked streams resume in the order
+        # they parked (round robin), the same on every run.
+        self._waiting: dict[H2Stream, None] = {}
         # Bytes framed outside h2 (GOAWAY), in order with h2's own buffer.
         self._chunks: list[bytes] = []
         self._frames = 0
@@ -329,7 +331,10 @@ class Loopy:
             if isinstance(item, Data) and item.on_release is not None:
                 item.on_release()
             return
-        stream._out_queue.append(item)
+        queue = stream._out_queue
+        if queue is None:
+            queue = stream._out_queue = deque()
+        queue.append(item)
         if stream._out_state == OUT_EMPTY:
             stream._out_state = OUT_ACTIVE
             self._active.append(stream)
@@ -346,7 +351,7 @@ class Loopy:
             return
         found = self._core.find_stream(stream_id)
         if found is not None and found._out_state == OUT_WAITING:
-            self._waiting.discard(found)
+            self._waiting.pop(found, None)
             found._out_state = OUT_ACTIVE
             self._active.append(found)
 
@@ -361,10 +366,12 @@ class Loopy:
             return False
         h2 = self._h2
         stream = active[0]
-        item = stream._out_queue[0]
+        queue = stream._out_queue
+        assert queue is not None  # an active stream has output queued
+        item = queue[0]
         if isinstance(item, Headers):  # trailers reached the head of the queue
             active.popleft()
-            stream._out_queue.popleft()
+            queue.popleft()
             stream._out_state = OUT_EMPTY
             self._write_headers(stream, item)
             self._after_write(stream)
@@ -376,7 +383,7 @@ class Loopy:
         if remaining == 0:
             # Empty DATA (END_STREAM only) needs no window (h2 >= 4.4 allows it).
             active.popleft()
-            stream._out_queue.popleft()
+            queue.popleft()
             stream._out_state = OUT_EMPTY
             if item.end_stream:
                 try:
@@ -403,7 +410,7 @@ class Loopy:
         if window <= 0:
             active.popleft()
             stream._out_state = OUT_WAITING
-            self._waiting.add(stream)
+            self._waiting[stream] = None
             return True
         size = min(remaining, window, h2.max_outbound_frame_size)
         chunk: bytes | memoryview
@@ -423,7 +430,7 @@ class Loopy:
         self._data_frames += 1
         active.popleft()
         if done:
-            stream._out_queue.popleft()
+            queue.popleft()
             stream._out_offset = 0
             if item.on_release is not None:
                 item.on_release()
@@ -460,7 +467,7 @@ class Loopy:
             with contextlib.suppress(ValueError):
                 self._active.remove(stream)
         elif stream._out_state == OUT_WAITING:
-            self._waiting.discard(stream)
+            self._waiting.pop(stream, None)
         stream._out_state = OUT_EMPTY
         stream._out_offset = 0
         queue = stream._out_queue

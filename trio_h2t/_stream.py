@@ -105,7 +105,9 @@ class H2Stream(metaclass=NoPublicConstructor):
 
         # -- inbound, owner: reader appends; stream task consumes (no await between)
         self._headers = headers  # request (server) or response (client) headers
-        self._chunks: deque[bytes] = deque()
+        # Built on the first DATA (a deque is ~600 bytes; most unary streams carry
+        # no body one way or the other).
+        self._chunks: deque[bytes] | None = None
         self._recv_ended = False  # END_STREAM received
         self._trailers: HeaderList | None = None
         self._in_flow = StreamInFlow(core.initial_window_size, config.window_update_ratio)
@@ -126,7 +128,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._write_quota = config.write_quota  # shared: -= by stream task, += by loopy
 
         # -- owner: loopy
-        self._out_queue: deque[Data | Headers] = deque()
+        self._out_queue: deque[Data | Headers] | None = None  # built on first use
         self._out_offset = 0  # bytes of _out_queue[0] already written
         self._out_state = OUT_EMPTY
         self._out_done = False  # END_STREAM or RST_STREAM written
@@ -209,14 +211,16 @@ class H2Stream(metaclass=NoPublicConstructor):
             # A stream failed by the end of its connection wakes us; if our task was
             # cancelled meanwhile (a handler's scope is cancelled first), Cancelled wins.
             await trio.lowlevel.checkpoint_if_cancelled()
-        chunk = self._chunks[0]
+        chunks = self._chunks
+        assert chunks is not None  # not empty
+        chunk = chunks[0]
         if max_bytes is not None and len(chunk) > max_bytes:
             if max_bytes < 1:
                 raise ValueError("max_bytes must be >= 1")
-            self._chunks[0] = chunk[max_bytes:]
+            chunks[0] = chunk[max_bytes:]
             chunk = chunk[:max_bytes]
         else:
-            self._chunks.popleft()
+            chunks.popleft()
         self._consumed(len(chunk))
         if not parked:
             await trio.lowlevel.cancel_shielded_checkpoint()
@@ -455,7 +459,10 @@ class H2Stream(metaclass=NoPublicConstructor):
             # Padding is never read by the application: count it as read at once.
             self._consumed(padding)
         if data:
-            self._chunks.append(data)
+            chunks = self._chunks
+            if chunks is None:
+                chunks = self._chunks = deque()
+            chunks.append(data)
         self._wake()
 
     def _on_headers(self, headers: HeaderList) -> None:
