@@ -3,10 +3,12 @@
 On a shared machine QPS and even CPU time per RPC move by 10-20 % from run to run
 (other tenants, CPU steal). ``valgrind --tool=callgrind`` counts the instructions a
 program executes instead, which is the same for the same program and input whatever
-else the machine does. This script runs a fixed number of unary RPCs (0-byte bodies,
-benchmain's exchange) between a trio_h2t client and server over the memory network
-in one process, twice under callgrind (``--rpcs`` and ``--rpcs`` x 5), and prints the
-difference per RPC, which leaves out start-up, imports and the connection handshake.
+else the machine does. This script runs a fixed number of unary RPCs (0-byte bodies;
+gRPC-shaped headers: benchmain's request plus ``content-type`` and ``te``, its
+response plus ``content-type``, its trailer) between a trio_h2t client and server
+over the memory network in one process, twice under callgrind (``--rpcs`` and
+``--rpcs`` x 5), and prints the difference per RPC, which leaves out start-up,
+imports and the connection handshake.
 Use it to compare two versions of the code, A/B, on one machine.
 
 Run: ``.venv/bin/python benchmarks/icount.py`` (about 1-2 minutes; needs valgrind,
