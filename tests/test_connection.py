@@ -651,6 +651,21 @@ async def test_bdp_growth_credits_open_streams_once() -> None:
 # ============================================================ 5. MAX_CONCURRENT_STREAMS
 
 
+async def test_open_stream_context_is_entered_once() -> None:
+    """The object ``open_stream`` returns starts one request; entering it again is an
+    error, not a second request on the same stream object."""
+    with trio.fail_after(5):
+        async with connected_pair(echo) as (conn, _):
+            opener = conn.open_stream(REQUEST, end_stream=True)
+            async with opener as stream:
+                await stream.receive_headers()
+                assert await stream.read_all() == b""
+            with pytest.raises(RuntimeError, match="entered only once"):
+                async with opener:
+                    pass  # pragma: no cover
+            assert conn.open_streams == 0
+
+
 async def test_client_waits_for_stream_quota() -> None:
     """Under max_concurrent_streams=2 a third open_stream waits until one stream finishes."""
     gate_send, gate_receive = trio.open_memory_channel[None](0)

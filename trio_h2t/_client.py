@@ -138,6 +138,8 @@ class ClientConnection(metaclass=NoPublicConstructor):
         Raises (on entering):
             ConnectionClosingError: the connection is closing or closed, or the peer
                 sent GOAWAY (``retryable``: nothing was sent).
+            RuntimeError: this ``open_stream(...)`` was already entered once (call
+                ``open_stream`` again for another request).
         """
         return _StreamOpener(self._core, headers, end_stream)
 
