@@ -403,6 +403,46 @@ async def test_send_data_blocks_once_write_quota_is_queued() -> None:
             assert body == chunk * 10
 
 
+async def test_one_task_may_receive_while_another_sends_but_not_two_on_one_side() -> None:
+    """A stream takes one waiting receiver and one waiting sender; a second of either
+    gets trio.BusyResourceError, and the first ones still finish."""
+    chunk = pattern(16_384)
+    settings = {SettingCodes.INITIAL_WINDOW_SIZE: 0}
+    with trio.fail_after(5):
+        async with open_peer_server(settings=settings) as (conn, peer):
+            quota = TransportConfig().write_quota
+            async with conn.open_stream(REQUEST) as s, trio.open_nursery() as nursery:
+                got: list[object] = []
+
+                async def producer() -> None:
+                    for _ in range(quota // len(chunk) + 1):
+                        await s.send_data(chunk)  # the last one waits for quota
+                    await s.end()
+
+                async def receiver() -> None:
+                    got.append(await s.receive_headers())
+                    got.append(await s.read_all())
+
+                nursery.start_soon(producer)
+                nursery.start_soon(receiver)
+                await trio.testing.wait_all_tasks_blocked()
+                with pytest.raises(trio.BusyResourceError, match="receiving"):
+                    await s.receive_some()
+                with pytest.raises(trio.BusyResourceError, match="sending"):
+                    await s.send_data(chunk)
+                # The refused calls changed nothing: both waiters finish normally.
+                await peer.receive_until(lambda ev: isinstance(ev, h2.events.RequestReceived))
+                peer.h2.increment_flow_control_window(10 * quota)
+                peer.h2.increment_flow_control_window(10 * quota, stream_id=1)
+                peer.h2.send_headers(1, RESPONSE_200)
+                peer.h2.send_data(1, b"pong", end_stream=True)
+                await peer.flush()
+                await peer.receive_until(lambda ev: isinstance(ev, h2.events.StreamEnded))
+            assert got == [RESPONSE_200, b"pong"]
+            body = b"".join(ev.data for ev in peer.events if isinstance(ev, h2.events.DataReceived))
+            assert body == chunk * (quota // len(chunk) + 1)
+
+
 # ============================================================ 4. inbound flow control
 
 
