@@ -14,15 +14,18 @@ import h2.connection
 import h2.events
 import h2.exceptions
 import h2.settings
+import h2.stream
+import hpack
 import pytest
 from h2.connection import ConnectionState
 from h2.errors import ErrorCodes
 from h2.frame_buffer import FrameBuffer
 from h2.settings import SettingCodes
 from helpers import UnlimitedH2Connection
-from hyperframe.frame import Frame, GoAwayFrame, PingFrame, SettingsFrame
+from hyperframe.frame import Frame, GoAwayFrame, PingFrame, RstStreamFrame, SettingsFrame
+from hypothesis import given, settings, strategies as st
 
-from trio_h2t._h2state import GoAwayReceived, H2State, goaway_frame, make_h2_state
+from trio_h2t._h2state import GoAwayReceived, H2State, _Stream, goaway_frame, make_h2_state
 
 REQUEST = [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"x"), (b":path", b"/")]
 
@@ -182,6 +185,22 @@ def test_prune_keeps_the_stream_table_bounded_over_10k_streams() -> None:
     assert elapsed < 10  # generous; a quadratic scan over 10k streams takes far longer
 
 
+def test_prune_forgets_a_stream_closed_on_both_sides_at_once() -> None:
+    """The stream the transport just closed leaves h2's table now if h2 closed it
+    too, and h2 still knows how it closed (late frames get h2's answer)."""
+    state = ours(client_side=True)
+    state.initiate_connection()
+    state.send_headers(1, REQUEST, end_stream=True)
+    state.send_headers(3, REQUEST, end_stream=True)
+    state.prune_closed_streams(1)  # still open in h2 (half closed): kept
+    assert 1 in state.streams
+    state.reset_stream(1, ErrorCodes.CANCEL)
+    state.prune_closed_streams(1)
+    assert 1 not in state.streams
+    assert 3 in state.streams
+    assert state._stream_is_closed_by_reset(1)
+
+
 def test_prune_keeps_open_streams() -> None:
     """Pruning forgets only closed streams."""
     state = ours(client_side=True)
@@ -280,3 +299,103 @@ def test_send_headers_keeps_h2s_stream_rules() -> None:
     kinds = [type(e) for e in client.receive_data(server.data_to_send())]
     assert kinds.count(h2.events.InformationalResponseReceived) == 1
     assert kinds.count(h2.events.ResponseReceived) == 2
+
+
+# ------------------------------------------------ the merged stream object (_Stream)
+
+_STREAM_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("send_headers"), st.booleans(), st.booleans()),
+        st.tuples(st.just("send_data"), st.integers(0, 70_000), st.booleans()),
+        st.tuples(st.just("end_stream")),
+        st.tuples(st.just("increase_flow_control_window"), st.integers(-1, 2**31)),
+        st.tuples(st.just("receive_headers"), st.booleans(), st.booleans()),
+        st.tuples(st.just("receive_data"), st.integers(0, 70_000), st.booleans()),
+        st.tuples(st.just("receive_window_update"), st.integers(0, 2**31)),
+        st.tuples(st.just("reset_stream"), st.sampled_from([0, 8])),
+        st.tuples(st.just("stream_reset"), st.sampled_from([0, 8])),
+        st.tuples(st.just("acknowledge_received_data"), st.integers(0, 70_000)),
+    ),
+    max_size=12,
+)
+
+
+def _apply(stream: Any, encoder: Any, op: tuple[Any, ...], client_side: bool) -> object:
+    """One operation on an h2 stream object; a comparable picture of its outcome."""
+    name, *args = op
+    try:
+        if name == "send_headers":
+            request, end = args
+            headers = REQUEST if request else [(b":status", b"200")]
+            result: Any = stream.send_headers(headers, encoder, end_stream=end)
+        elif name == "receive_headers":
+            request, end = args
+            headers = REQUEST if request else [(b":status", b"200")]
+            result = stream.receive_headers(headers, end, None)
+        elif name == "send_data":
+            size, end = args
+            result = stream.send_data(b"x" * size, end_stream=end)
+        elif name == "receive_data":
+            size, end = args
+            result = stream.receive_data(b"x" * size, end, size)
+        elif name == "stream_reset":
+            result = stream.stream_reset(RstStreamFrame(stream.stream_id, error_code=args[0]))
+        else:
+            result = getattr(stream, name)(*args)
+    except Exception as exc:  # the same exception, with the same message
+        result = (type(exc), str(exc))
+
+    def picture(x: Any) -> Any:
+        if isinstance(x, Frame):
+            return x.serialize()
+        if isinstance(x, h2.events.Event):
+            return (type(x), {k: picture(v) for k, v in sorted(vars(x).items())})
+        if isinstance(x, list | tuple):
+            return [picture(y) for y in x]
+        return x
+
+    return (
+        picture(result),
+        stream.state_machine.state,
+        stream.open,
+        stream.closed,
+        stream.closed_by,
+        stream.inbound_flow_control_window,
+        stream.outbound_flow_control_window,
+        stream._inbound_window_manager.max_window_size,
+    )
+
+
+class _ThreeObjects(_Stream):
+    """``_Stream`` built as h2 builds its streams: a separate state machine and
+    window manager (instance attributes again, shadowing the merge's properties)."""
+
+    state_machine = None  # type: ignore[assignment]
+    _inbound_window_manager = None  # type: ignore[assignment]
+
+    def __init__(self, *args: Any) -> None:
+        h2.stream.H2Stream.__init__(self, *args)
+
+
+@given(client_side=st.booleans(), ops=_STREAM_OPS)
+@settings(max_examples=300, deadline=None)
+def test_merged_stream_object_behaves_as_h2s_three(
+    client_side: bool, ops: list[tuple[Any, ...]]
+) -> None:
+    """Our ``_Stream`` is h2's stream, state machine and window manager in one
+    object; on any sequence of stream operations it gives the frames, events,
+    errors, states and windows of the same class built as h2 builds it (three
+    objects)."""
+    config = h2.config.H2Configuration(client_side=client_side, header_encoding=None)
+    stream_id = 1 if client_side else 2
+    stock = _ThreeObjects(stream_id, config, 65_535, 65_535)
+    mine = _Stream(stream_id, config, 65_535, 65_535)
+    assert mine.state_machine is mine
+    assert mine._inbound_window_manager is mine
+    assert stock.state_machine is not stock
+    assert stock._inbound_window_manager is not stock
+    stock_encoder, my_encoder = hpack.Encoder(), hpack.Encoder()
+    for op in ops:
+        assert _apply(mine, my_encoder, op, client_side) == _apply(
+            stock, stock_encoder, op, client_side
+        )

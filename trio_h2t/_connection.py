@@ -535,7 +535,7 @@ class ConnectionCore:
                 self._open_inbound -= 1
         # Every close path comes here, so h2's stream table is pruned here (amortised
         # O(1)); h2 itself would only prune while counting streams, which we don't.
-        self.h2.prune_closed_streams()
+        self.h2.prune_closed_streams(stream.stream_id)
         self._check_idle()
 
     def _check_idle(self) -> None:

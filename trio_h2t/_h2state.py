@@ -47,6 +47,7 @@ import h2.connection
 import h2.events
 import h2.settings
 import h2.stream
+import h2.windows
 from h2.connection import AllowedStreamIDs, ConnectionInputs
 from h2.errors import ErrorCodes
 from h2.exceptions import (
@@ -135,7 +136,9 @@ class _Malformed(Exception):
         self.stream_id = stream_id
 
 
-class _Stream(h2.stream.H2Stream):
+class _Stream(  # type: ignore[misc]  # stream_reset: see below
+    h2.stream.H2Stream, h2.stream.H2StreamStateMachine, h2.windows.WindowManager
+):
     """h2's stream, with a malformed header block made a *stream* error.
 
     RFC 9113 §8.1.1: malformed requests and responses MUST be treated as a stream
@@ -143,7 +146,40 @@ class _Stream(h2.stream.H2Stream):
     The header block is already HPACK-decoded when validation runs, so the
     connection's compression state is intact: close just this stream (as if we had
     sent RST_STREAM) and let ``H2State`` answer with RST_STREAM(PROTOCOL_ERROR).
+
+    One object, not h2's three: the stream is also its own state machine and its
+    own inbound window manager (``state_machine`` and ``_inbound_window_manager``
+    return ``self``), so each stream side costs two GC-tracked objects fewer. The
+    three classes share no attribute and only one method name, ``stream_reset``,
+    which the state machine only ever calls through its transition table (as a
+    plain function), so h2's own code runs unchanged on the merged object.
     """
+
+    def __init__(
+        self,
+        stream_id: int,
+        config: h2.config.H2Configuration,
+        inbound_window_size: int,
+        outbound_window_size: int,
+    ) -> None:
+        # h2.stream.H2Stream.__init__, minus building the two helper objects.
+        h2.stream.H2StreamStateMachine.__init__(self, stream_id)
+        h2.windows.WindowManager.__init__(self, inbound_window_size)
+        self.max_outbound_frame_size: int | None = None
+        self.request_method: bytes | None = None
+        self.outbound_flow_control_window = outbound_window_size
+        self._expected_content_length: int | None = None
+        self._actual_content_length = 0
+        self._authority: bytes | None = None
+        self.config = config
+
+    @property
+    def state_machine(self) -> _Stream:  # type: ignore[override]
+        return self
+
+    @property
+    def _inbound_window_manager(self) -> _Stream:  # type: ignore[override]
+        return self
 
     def receive_headers(
         self, headers: Any, end_stream: bool, header_encoding: Any
@@ -244,13 +280,21 @@ class H2State(h2.connection.H2Connection):
         """Always 0: trio_h2t enforces our limit itself (REFUSED_STREAM)."""
         return 0
 
-    def prune_closed_streams(self) -> None:
+    def prune_closed_streams(self, stream_id: int = 0) -> None:
         """Forget closed streams, in amortised O(1) per stream.
 
         h2 prunes ``self.streams`` only while counting open streams, which we no
-        longer do. Scan (with h2's own routine) once the dict has doubled since the
-        last scan, so the cost per stream stays constant.
+        longer do. ``stream_id``, a stream the transport just closed, is forgotten
+        at once if h2 has closed it too (its objects are freed now, not at the next
+        scan); the rest are found by a scan (h2's own routine) once the dict has
+        doubled since the last one, so the cost per stream stays constant. Either
+        way h2 remembers how each stream closed (``_closed_streams``), to answer
+        late frames as it would.
         """
+        stream = self.streams.get(stream_id)
+        if stream is not None and stream.closed:
+            del self.streams[stream_id]
+            self._closed_streams[stream_id] = stream.closed_by
         if len(self.streams) >= self._prune_at:
             remaining = self._open_streams(0) + self._open_streams(1)
             self._prune_at = max(64, 2 * remaining)
