@@ -1105,6 +1105,40 @@ async def test_ping_flood_without_reading_stops_our_reader() -> None:
                 nursery.cancel_scope.cancel()
 
 
+async def test_window_update_flood_is_read_on_and_queues_one_item_per_window() -> None:
+    """WINDOW_UPDATE frames are not throttled, so a peer flooding them while never
+    reading does not stop our reader; each window has at most one WindowOpened
+    queued, so the control buffer stays bounded."""
+    ours, theirs = clogged_pair()
+    flooded = 0
+
+    async def handler(stream: H2Stream) -> None:
+        await trio.sleep_forever()
+
+    with trio.fail_after(10):
+        async with open_peer_client(handler, transports=(ours, theirs)) as (peer, core):
+            peer.h2.send_headers(1, REQUEST)
+            await peer.flush()
+            await peer.send_raw(PingFrame(0, opaque_data=b"blocking").serialize())
+            await trio.testing.wait_all_tasks_blocked()  # loopy is blocked writing
+            for _ in range(20):
+                flood = b"".join(
+                    WindowUpdateFrame(sid, window_increment=1).serialize()
+                    for _ in range(500)
+                    for sid in (0, 1)
+                )
+                await peer.send_raw(flood)
+                flooded += 1000
+            await trio.testing.wait_all_tasks_blocked()
+            stats = core.cbuf.statistics()
+            assert stats.readers_waiting == 0  # the reader read the whole flood
+            assert core.h2.outbound_flow_control_window == 65_535 + flooded // 2
+            # The PING ack and one WindowOpened per window, not one item per frame.
+            assert stats.queued + stats.in_batch <= 3
+            assert core.windows_opened <= {0, 1}
+            await peer.transport.aclose()
+
+
 # ============================================================ 9. a handler that raises
 
 

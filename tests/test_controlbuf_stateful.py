@@ -85,10 +85,10 @@ MAX_DELAY: Final = 2  # extra checkpoints a raced command takes before it acts
 PUMP_TIMEOUT: Final = 30.0  # seconds one step may take before the harness gives up
 
 Kind = Literal["ping", "window", "peer", "start", "data"]
-#: Three throttled kinds (real classes, subclassed only to observe ``orphan``) and
-#: two unthrottled ones (real classes with their own orphan hooks).
+#: Two throttled kinds and an unthrottled one (real classes, subclassed only to
+#: observe ``orphan``), and two unthrottled ones with their own orphan hooks.
 KINDS: Final[tuple[Kind, ...]] = ("ping", "window", "peer", "start", "data")
-THROTTLED_KINDS: Final[tuple[Kind, ...]] = ("ping", "window", "peer")
+THROTTLED_KINDS: Final[tuple[Kind, ...]] = ("ping", "peer")
 Stats = ControlBufferStatistics
 
 
@@ -178,7 +178,7 @@ class TrackedPing(Ping):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class TrackedWindowUpdate(WindowUpdate):
-    """A real (throttled) ``WindowUpdate`` that reports being orphaned."""
+    """A real (unthrottled) ``WindowUpdate`` that reports being orphaned."""
 
     on_orphan: Callable[[BaseException], None]
 

@@ -55,7 +55,11 @@ class TransportConfig:
     #: Loopy yields once before writing if fewer bytes than this are framed, so
     #: producers can add to the batch (grpc-go's ``minBatchSize``).
     min_batch_size: int = 1000
-    #: Throttled control items queued before the reader stops reading.
+    #: Throttled control items (frames answering the peer: PING and SETTINGS acks,
+    #: RST_STREAM) queued before the reader stops reading. Keep it at 5 or more if
+    #: the peer may use as small a limit: BDP probing alone keeps up to four queued
+    #: per side, and two ends that both stop reading while both write more than
+    #: the link holds would wait for each other (docs/controlbuf.md).
     throttle_limit: int = DEFAULT_THROTTLE_LIMIT
     #: Seconds active streams get to finish after a graceful close sends GOAWAY.
     graceful_close_timeout: float = 10.0

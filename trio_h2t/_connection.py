@@ -9,7 +9,8 @@ A connection runs in one nursery holding (``docs/architecture.md`` has the pictu
   waits on a stream, and never writes: frames h2 queues by itself in response to the
   peer (PING ack, SETTINGS ack, RST_STREAM) are announced to loopy as throttled
   ``PeerResponse`` items, so a peer that floods them without reading is stopped by
-  the gate instead of being buffered without bound;
+  the gate instead of being buffered without bound (window items are not throttled;
+  ``_items.py`` says why and what bounds them);
 - **loopy** (``_loopy.py``): the only task that frames bytes and writes;
 - the **stream tasks**: handlers on a server, the user's tasks on a client.
 
@@ -154,6 +155,11 @@ class ConnectionCore:
         # owner: reader (loopy adds client streams when it writes their HEADERS).
         self._streams: dict[int, H2Stream] = {}
         self._in_flow = ConnectionInFlow(config.connection_window_size, config.window_update_ratio)
+        # shared: the WindowOpened stream ids queued and not yet handled; the reader
+        # adds (and queues an item only for an id not in it), loopy discards when it
+        # handles one. Bounds those unthrottled items by the streams, whatever the
+        # number of WINDOW_UPDATE frames the peer sends.
+        self.windows_opened: set[int] = set()
         self._bdp = (
             BdpEstimator(config.initial_window_size, config.max_window_size)
             if config.dynamic_window
@@ -314,7 +320,7 @@ class ConnectionCore:
                 self._on_stream_reset(ev)
             elif kind is h2.events.WindowUpdated:
                 assert isinstance(ev, h2.events.WindowUpdated)
-                self._put(WindowOpened(ev.stream_id))
+                self._window_opened(ev.stream_id)
             elif kind is h2.events.RemoteSettingsChanged:
                 assert isinstance(ev, h2.events.RemoteSettingsChanged)
                 self._put(PeerResponse("settings-ack"))
@@ -465,8 +471,13 @@ class ConnectionCore:
             self._quota_lot.unpark_all()
         iws = changed.get(SettingCodes.INITIAL_WINDOW_SIZE)
         if iws is not None and (iws.original_value is None or iws.new_value > iws.original_value):
-            self._put(WindowOpened(-1))
+            self._window_opened(-1)
         self.settings_received.set()
+
+    def _window_opened(self, stream_id: int) -> None:
+        if stream_id not in self.windows_opened:
+            self.windows_opened.add(stream_id)
+            self._put(WindowOpened(stream_id))
 
     def _on_bdp_ack(self) -> None:
         assert self._bdp is not None

@@ -8,12 +8,23 @@ There is one small immutable class per intent, as in grpc-go's ``controlbuf.go``
 Throttling
 ----------
 Each class says whether it is *throttled* (``throttled`` class attribute). Every item
-that is not HEADERS or DATA is throttled: above all the ones queued *in response to*
-the peer (SETTINGS ack, PING ack, RST_STREAM, window updates), which a peer can make
+that is not HEADERS, DATA or a window item is throttled: above all the ones queued
+*in response to* the peer (SETTINGS ack, PING ack, RST_STREAM), which a peer can make
 us queue without bound by sending frames and never reading. While the control buffer
 holds ``throttle_limit`` or more throttled items, the reader stops reading (see
 ``_controlbuf.py``). HEADERS and DATA are bounded elsewhere (stream quota and write
 quota), so they are not counted.
+
+Window items are not counted either (grpc-go does not count them: they are not
+transport response frames). Counting them made two peers that both write more than
+the link holds stop both readers while both writers waited in ``send_all``: each
+reader, reading the other's DATA, queued a WINDOW_UPDATE that only its blocked writer
+could drain. They are bounded without the gate: a ``WindowUpdate`` returns window
+for bytes the peer sent within the window we granted, and the peer gets no more
+until loopy handles it, so at most ``1 / window_update_ratio`` per window are
+queued; a ``WindowOpened`` is queued at most once per stream (and once for the
+connection) until loopy handles it, however many WINDOW_UPDATE frames the peer
+sends.
 
 Orphaning
 ---------
@@ -132,7 +143,7 @@ class Data(ControlItem):
             self.on_release()
 
 
-# ---------------------------------------------------------------- throttled items
+# ---------------------------------------------------------------- the other items
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -157,6 +168,8 @@ class StreamDone(ControlItem):
 class WindowUpdate(ControlItem):
     """Grant the peer ``increment`` more bytes on ``stream`` (None = connection)."""
 
+    throttled: ClassVar[bool] = False
+
     stream: H2Stream | None
     increment: int
 
@@ -166,7 +179,11 @@ class WindowOpened(ControlItem):
     """The peer opened our send window: 0 = the connection's (only the active
     streams may move), -1 = every stream's (SETTINGS_INITIAL_WINDOW_SIZE grew),
     otherwise that stream's. Loopy wakes the streams parked on it. No frame is written.
+    The reader queues at most one per ``stream_id`` until loopy handles it
+    (``ConnectionCore.windows_opened``).
     """
+
+    throttled: ClassVar[bool] = False
 
     stream_id: int
 

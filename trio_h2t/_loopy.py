@@ -255,6 +255,7 @@ class Loopy:
                     pass  # the stream ended meanwhile: nothing is owed
         elif kind is WindowOpened:
             assert isinstance(item, WindowOpened)
+            self._core.windows_opened.discard(item.stream_id)
             self._window_opened(item.stream_id)
         elif kind is PeerResponse:
             self._frames += 1  # its bytes already sit in h2's buffer
