@@ -153,9 +153,10 @@ class _Stream(  # type: ignore[misc]  # stream_reset: see below
     One object, not h2's three: the stream is also its own state machine and its
     own inbound window manager (``state_machine`` and ``_inbound_window_manager``
     return ``self``), so each stream side costs two GC-tracked objects fewer. The
-    three classes share no attribute and only one method name, ``stream_reset``,
-    which the state machine only ever calls through its transition table (as a
-    plain function), so h2's own code runs unchanged on the merged object.
+    three classes share one attribute, ``stream_id`` (always the same value), and
+    one method name, ``stream_reset``, which the state machine only ever calls
+    through its transition table (as a plain function), so h2's own code runs
+    unchanged on the merged object.
     """
 
     def __init__(
