@@ -7,6 +7,7 @@ h2's own ``test_interacting_stacks`` does without the threads.
 from __future__ import annotations
 
 import time
+import tracemalloc
 from typing import Any
 
 import h2.config
@@ -25,7 +26,14 @@ from helpers import UnlimitedH2Connection
 from hyperframe.frame import Frame, GoAwayFrame, PingFrame, RstStreamFrame, SettingsFrame
 from hypothesis import given, settings, strategies as st
 
-from trio_h2t._h2state import GoAwayReceived, H2State, _Stream, goaway_frame, make_h2_state
+from trio_h2t._h2state import (
+    GoAwayReceived,
+    H2State,
+    _ClosedStreams,
+    _Stream,
+    goaway_frame,
+    make_h2_state,
+)
 
 REQUEST = [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"x"), (b":path", b"/")]
 
@@ -199,6 +207,61 @@ def test_prune_forgets_a_stream_closed_on_both_sides_at_once() -> None:
     assert 1 not in state.streams
     assert 3 in state.streams
     assert state._stream_is_closed_by_reset(1)
+
+
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.integers(1, 70_000),  # id gap to the next stream (odd ids stay odd)
+            st.sampled_from([None, *h2.stream.StreamClosedBy]),
+        ),
+        max_size=40,
+    )
+)
+def test_closed_stream_record_answers_as_a_dict_for_recent_streams(
+    steps: list[tuple[int, Any]],
+) -> None:
+    """The compact record of closed streams answers like h2's dict for every stream
+    among the last 65,536 of its parity, and never for an id it was not given."""
+    record, plain = _ClosedStreams(), {}
+    sid = 1
+    for gap, closed_by in steps:
+        sid += 2 * gap
+        record[sid] = closed_by
+        plain[sid] = closed_by
+    for probe in [*plain, *(i + 2 for i in plain), 3]:
+        if probe in plain and sid - probe < 2 * 65_536:
+            known = plain[probe] is not None
+            assert (probe in record) == known
+            if known:
+                assert record[probe] == plain[probe]
+        elif probe not in plain:
+            assert probe not in record
+
+
+def test_closed_stream_record_is_bounded_and_small() -> None:
+    """70,000 streams opened and reset: h2's dict would hold 65,536 entries (7.9 MB
+    measured); ours stays at one 1 MiB array, and late frames still get h2's answer."""
+    state = ours(client_side=True)
+    state.initiate_connection()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(70_000):
+            sid = 2 * i + 1
+            state.send_headers(sid, REQUEST, end_stream=True)
+            state.reset_stream(sid, ErrorCodes.CANCEL)
+            state.prune_closed_streams(sid)
+            if i % 1000 == 0:
+                state.data_to_send()
+        state.data_to_send()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1 << 20  # the array was allocated before; nothing grows with streams
+    assert state._stream_is_closed_by_reset(2 * 69_999 + 1)
+    assert state._stream_is_closed_by_reset(2 * 10_000 + 1)  # within the last 65,536
+    assert not state._stream_is_closed_by_reset(1)  # forgotten, as h2 would have
 
 
 def test_prune_keeps_open_streams() -> None:
