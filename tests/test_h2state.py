@@ -23,7 +23,14 @@ from h2.errors import ErrorCodes
 from h2.frame_buffer import FrameBuffer
 from h2.settings import SettingCodes
 from helpers import UnlimitedH2Connection
-from hyperframe.frame import Frame, GoAwayFrame, PingFrame, RstStreamFrame, SettingsFrame
+from hyperframe.frame import (
+    DataFrame,
+    Frame,
+    GoAwayFrame,
+    PingFrame,
+    RstStreamFrame,
+    SettingsFrame,
+)
 from hypothesis import given, settings, strategies as st
 
 from trio_h2t._h2state import (
@@ -262,6 +269,37 @@ def test_closed_stream_record_is_bounded_and_small() -> None:
     assert state._stream_is_closed_by_reset(2 * 69_999 + 1)
     assert state._stream_is_closed_by_reset(2 * 10_000 + 1)  # within the last 65,536
     assert not state._stream_is_closed_by_reset(1)  # forgotten, as h2 would have
+
+
+def test_frames_on_a_stream_we_reset_are_ignored_not_answered() -> None:
+    """RFC 9113 §5.1: after sending RST_STREAM, frames the peer had in flight on the
+    stream are ignored (h2 would answer each with another RST_STREAM); a frame that
+    itself breaks the rules, or one after the *peer's* RST_STREAM, is still answered."""
+    client, server = plain(client_side=True), ours(client_side=False)
+    handshake(client, server)
+    client.send_headers(1, REQUEST)
+    client.send_headers(3, REQUEST)
+    server.receive_data(client.data_to_send())
+    server.reset_stream(1, ErrorCodes.CANCEL)
+    ours_rst = frames(server.data_to_send())
+    assert [(type(f).__name__, f.stream_id) for f in ours_rst] == [("RstStreamFrame", 1)]
+    # The client has not seen our RST yet: DATA, trailers and a WINDOW_UPDATE follow.
+    client.send_data(1, b"x" * 1000)
+    client.increment_flow_control_window(100, stream_id=1)
+    client.send_headers(1, [(b"x-trailer", b"t")], end_stream=True)
+    events = server.receive_data(client.data_to_send())
+    assert [e for e in events if getattr(e, "stream_id", None) == 1] == []
+    answered = frames(server.data_to_send())
+    assert [f for f in answered if isinstance(f, RstStreamFrame)] == []
+    # A late frame still counts against the connection window (h2 credits it back).
+    assert server._inbound_flow_control_window_manager.current_window_size > 0
+    # The other stream is untouched, and a peer's reset still gets h2's answer.
+    client.reset_stream(3, ErrorCodes.CANCEL)
+    server.receive_data(client.data_to_send())
+    late = DataFrame(3, b"late")
+    server.receive_data(late.serialize())
+    answer = [f for f in frames(server.data_to_send()) if isinstance(f, RstStreamFrame)]
+    assert [(f.stream_id, f.error_code) for f in answer] == [(3, ErrorCodes.STREAM_CLOSED)]
 
 
 def test_prune_keeps_open_streams() -> None:

@@ -23,7 +23,8 @@ long-lived transport (see ``docs/architecture.md``):
    peer's END_STREAM is a connection error STREAM_CLOSED (§5.1); SETTINGS ACK with a
    payload is FRAME_SIZE_ERROR (§6.5); the WINDOW_UPDATE reserved bit is ignored
    (§6.9); a PUSH_PROMISE from a client is a PROTOCOL_ERROR before any decoding
-   (§8.4).
+   (§8.4); frames the peer had in flight on a stream we reset are ignored, not
+   answered with another RST_STREAM each (§5.1).
 5. **A malformed header block is a stream error** (§8.1.1): h2 raises a
    connection-killing ProtocolError when validation fails; our stream subclass
    closes just that stream and the connection answers RST_STREAM(PROTOCOL_ERROR).
@@ -63,7 +64,7 @@ from h2.exceptions import (
     StreamIDTooLowError,
 )
 from h2.frame_buffer import FrameBuffer
-from h2.stream import StreamInputs
+from h2.stream import StreamClosedBy, StreamInputs
 from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
 from hpack.exceptions import HPACKError
 from hyperframe.exceptions import InvalidPaddingError
@@ -404,20 +405,33 @@ class H2State(h2.connection.H2Connection):
 
     def _receive_frame(self, frame: Any) -> list[h2.events.Event]:
         # h2's, minus its trace log, whose argument is an eager ``repr(frame)``
-        # (about 3 % of a unary exchange): the same dispatch and the same answers to
-        # frames on streams closed by reset or by END_STREAM.
+        # (about 3 % of a unary exchange), and ignoring frames on a stream *we*
+        # reset: RFC 9113 §5.1 says an endpoint MUST ignore them (h2 answers each
+        # with another RST_STREAM). After the peer's RST_STREAM a frame is still a
+        # stream error STREAM_CLOSED, and after END_STREAM a connection error.
         events: list[h2.events.Event]
         try:
             frames, events = self._frame_dispatch_table[frame.__class__](frame)
         except StreamClosedError as e:
-            if not self._stream_is_closed_by_reset(e.stream_id):
+            # e._events holds the StreamReset of a reset this very frame caused
+            # (h2's reset_stream_on_error, which also marks the stream as closed by
+            # SEND_RST_STREAM): that RST_STREAM must go out. Without one, the frame
+            # arrived on a stream already closed.
+            closed_by = self._stream_closed_by(e.stream_id)
+            if closed_by is StreamClosedBy.SEND_RST_STREAM and not e._events:
+                events = []
+            elif closed_by in (StreamClosedBy.SEND_RST_STREAM, StreamClosedBy.RECV_RST_STREAM):
+                rst = RstStreamFrame(e.stream_id)
+                rst.error_code = e.error_code
+                self._prepare_for_sending([rst])
+                events = e._events
+            else:
                 raise
-            rst = RstStreamFrame(e.stream_id)
-            rst.error_code = e.error_code
-            self._prepare_for_sending([rst])
-            events = e._events
         except StreamIDTooLowError as e:
-            if self._stream_is_closed_by_reset(e.stream_id):
+            closed_by = self._stream_closed_by(e.stream_id)
+            if closed_by is StreamClosedBy.SEND_RST_STREAM:
+                events = []
+            elif closed_by is StreamClosedBy.RECV_RST_STREAM:
                 rst = RstStreamFrame(e.stream_id)
                 rst.error_code = ErrorCodes.STREAM_CLOSED
                 self._prepare_for_sending([rst])
@@ -481,13 +495,15 @@ class H2State(h2.connection.H2Connection):
         self, events: list[Any], exc: StreamClosedError, frame: DataFrame
     ) -> tuple[list[Any], list[Any]]:
         # RFC 9113 §5.1 (closed): frames after the peer's END_STREAM are a connection
-        # error STREAM_CLOSED; after a RST_STREAM, a stream error (h2's answer).
+        # error STREAM_CLOSED; after the peer's RST_STREAM, a stream error (h2's
+        # answer); after ours, ignored (only the connection window is credited).
         if self._stream_is_closed_by_end(frame.stream_id):
             raise StreamClosedError(frame.stream_id)
-        result: tuple[list[Any], list[Any]] = super()._handle_data_on_closed_stream(
-            events, exc, frame
-        )
-        return result
+        frames, new_events = super()._handle_data_on_closed_stream(events, exc, frame)
+        closed_by = self._stream_closed_by(frame.stream_id)
+        if closed_by is StreamClosedBy.SEND_RST_STREAM and not exc._events:
+            frames = [f for f in frames if not isinstance(f, RstStreamFrame)]
+        return frames, new_events
 
     # -- 6. the outbound header path, framed directly ------------------------------
 
