@@ -248,7 +248,8 @@ def test_closed_stream_record_answers_as_a_dict_for_recent_streams(
 
 def test_closed_stream_record_is_bounded_and_small() -> None:
     """70,000 streams opened and reset: h2's dict would hold 65,536 entries (7.9 MB
-    measured); ours stays at one 1 MiB array, and late frames still get h2's answer."""
+    measured); ours stops growing at one 1 MiB array, and late frames still get
+    h2's answer. A connection with few streams keeps a small array."""
     state = ours(client_side=True)
     state.initiate_connection()
     tracemalloc.start()
@@ -265,10 +266,18 @@ def test_closed_stream_record_is_bounded_and_small() -> None:
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert grown < 1 << 20  # the array was allocated before; nothing grows with streams
+    assert grown < 3 << 19  # the 1 MiB array, nothing per stream
     assert state._stream_is_closed_by_reset(2 * 69_999 + 1)
     assert state._stream_is_closed_by_reset(2 * 10_000 + 1)  # within the last 65,536
     assert not state._stream_is_closed_by_reset(1)  # forgotten, as h2 would have
+    small = ours(client_side=True)
+    small.initiate_connection()
+    for sid in range(1, 200, 2):
+        small.send_headers(sid, REQUEST, end_stream=True)
+        small.reset_stream(sid, ErrorCodes.CANCEL)
+        small.prune_closed_streams(sid)
+    assert len(small._closed_streams._slots) == 256  # type: ignore[attr-defined]
+    assert all(small._stream_is_closed_by_reset(sid) for sid in range(1, 200, 2))
 
 
 def test_frames_on_a_stream_we_reset_are_ignored_not_answered() -> None:

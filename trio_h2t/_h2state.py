@@ -36,8 +36,9 @@ long-lived transport (see ``docs/architecture.md``):
 7. **One object per stream, not three**: ``_Stream`` is also its own state machine
    and inbound window manager, and leaves ``streams`` as soon as the transport and
    h2 both closed it (fewer objects for the cyclic collector at high concurrency).
-   How closed streams ended is kept in a fixed 1 MiB array (``_ClosedStreams``)
-   instead of h2's dict of the last 65,536, which reaches 7.9 MB per connection.
+   How closed streams ended is kept in an array of at most 1 MiB that grows with
+   the stream ids (``_ClosedStreams``) instead of h2's dict of the last 65,536,
+   which reaches 7.9 MB per connection.
 
 Everything else (HPACK, frame parsing, stream states, flow-control windows and their
 overrun checks) is h2's. Only loopy pulls bytes out (``data_to_send``).
@@ -268,25 +269,41 @@ class _ClosedStreams:
     h2 keeps an ``OrderedDict`` of the last 65,536 closed streams to answer late
     frames on them (ignore-and-reset after a reset, connection error after
     END_STREAM): 7.9 MB per connection side once full (tracemalloc). This is one
-    ``array`` of 2**17 slots (1 MiB), slot ``stream_id % 2**17`` holding
-    ``stream_id << 3 | code``. A stream is remembered until a stream id 2**17
-    higher reuses its slot, i.e. about the last 65,536 streams of each parity, and
-    never confused with another (the slot keeps the whole id). Sequential ids
-    write sequential slots, so it also stays cache-friendly. Owner: as ``H2State``.
+    ``array`` of 8-byte slots, slot ``stream_id % len`` holding ``stream_id << 3 |
+    code``. It starts at 64 slots and doubles while stream ids outgrow it, up to
+    2**17 (1 MiB), so a connection that opened n streams holds at most about 32 n
+    bytes. Once full, a stream is remembered until a stream id 2**17 higher
+    reuses its slot (about the last 65,536 streams of each parity); it is never
+    confused with another (the slot keeps the whole id). Sequential ids write
+    sequential slots. Owner: as ``H2State``.
     """
 
-    __slots__ = ("_slots",)
-    _MASK = (1 << 17) - 1
+    __slots__ = ("_mask", "_slots")
+    _MAX_SLOTS = 1 << 17
 
     def __init__(self) -> None:
-        self._slots = array.array("Q", bytes(8 << 17))
+        self._slots = array.array("Q", [0]) * 64
+        self._mask = 63
 
     def __setitem__(self, stream_id: int, closed_by: h2.stream.StreamClosedBy | None) -> None:
+        if stream_id > self._mask and len(self._slots) < self._MAX_SLOTS:
+            self._grow(stream_id)
         code = 0 if closed_by is None else closed_by.value + 1
-        self._slots[stream_id & self._MASK] = stream_id << 3 | code
+        self._slots[stream_id & self._mask] = stream_id << 3 | code
+
+    def _grow(self, stream_id: int) -> None:
+        size = len(self._slots)
+        while size <= stream_id and size < self._MAX_SLOTS:
+            size *= 2
+        slots = array.array("Q", [0]) * size
+        mask = size - 1
+        for value in self._slots:
+            if value:  # two ids apart by a multiple of the new size shared an old slot
+                slots[(value >> 3) & mask] = value
+        self._slots, self._mask = slots, mask
 
     def _code(self, stream_id: int) -> int:
-        value = self._slots[stream_id & self._MASK]
+        value = self._slots[stream_id & self._mask]
         return value & 7 if value >> 3 == stream_id else 0
 
     def __contains__(self, stream_id: object) -> bool:
