@@ -311,6 +311,27 @@ def test_frames_on_a_stream_we_reset_are_ignored_not_answered() -> None:
     assert [(f.stream_id, f.error_code) for f in answer] == [(3, ErrorCodes.STREAM_CLOSED)]
 
 
+def test_headers_on_a_forgotten_stream_say_closed() -> None:
+    """Regression (found by the whole-connection stateful suite): a response queued
+    for a stream the peer reset, and that was already forgotten, raised
+    StreamIDTooLowError from send_headers, which loopy does not expect, and the
+    connection died. It is StreamClosedError, as for h2's other calls."""
+    client, server = plain(client_side=True), ours(client_side=False)
+    handshake(client, server)
+    client.send_headers(1, REQUEST)
+    client.send_headers(3, REQUEST)
+    server.receive_data(client.data_to_send())
+    client.reset_stream(1, ErrorCodes.CANCEL)
+    server.receive_data(client.data_to_send())
+    server.prune_closed_streams(1)
+    assert 1 not in server.streams
+    with pytest.raises(h2.exceptions.StreamClosedError):
+        server.send_headers(1, [(b":status", b"200")])
+    with pytest.raises(h2.exceptions.StreamClosedError):
+        server.send_data(1, b"late")
+    server.send_headers(3, [(b":status", b"200")], end_stream=True)  # the others go on
+
+
 def test_prune_keeps_open_streams() -> None:
     """Pruning forgets only closed streams."""
     state = ours(client_side=True)

@@ -557,8 +557,19 @@ class H2State(h2.connection.H2Connection):
                 priority_exclusive,
             )
             return
-        self.state_machine.process_input(ConnectionInputs.SEND_HEADERS)
         stream = self.streams.get(stream_id)
+        if stream is None:
+            highest = (
+                self.highest_outbound_stream_id
+                if self._stream_id_is_outbound(stream_id)
+                else self.highest_inbound_stream_id
+            )
+            if stream_id <= highest:
+                # A stream that closed and was forgotten (``prune_closed_streams``):
+                # closed, as h2's other calls say for it (``_get_stream_by_id``), not
+                # a new stream with too low an id.
+                raise StreamClosedError(stream_id)
+        self.state_machine.process_input(ConnectionInputs.SEND_HEADERS)
         if stream is None:
             stream = self._begin_new_stream(stream_id, AllowedStreamIDs(self.config.client_side))
         machine = stream.state_machine
