@@ -69,6 +69,27 @@ def handshake(client: h2.connection.H2Connection, server: h2.connection.H2Connec
         client.receive_data(server.data_to_send())
 
 
+def _serving_two_requests() -> tuple[h2.connection.H2Connection, H2State]:
+    """A plain h2 client and our server, after the client opened streams 1 and 3."""
+    client, server = plain(client_side=True), ours(client_side=False)
+    handshake(client, server)
+    client.send_headers(1, REQUEST)
+    client.send_headers(3, REQUEST)
+    server.receive_data(client.data_to_send())
+    return client, server
+
+
+def _open_and_reset(state: H2State, stream_ids: range) -> None:
+    """Open each stream, reset it and let it be forgotten, as loopy and the core do."""
+    for i, sid in enumerate(stream_ids):
+        state.send_headers(sid, REQUEST, end_stream=True)
+        state.reset_stream(sid, ErrorCodes.CANCEL)
+        state.prune_closed_streams(sid)
+        if i % 1000 == 0:
+            state.data_to_send()  # as loopy would
+    state.data_to_send()
+
+
 def frames(data: bytes) -> list[Frame]:
     """Parse a run of frames (no preface)."""
     buf = FrameBuffer(server=False)
@@ -255,14 +276,7 @@ def test_closed_stream_record_is_bounded_and_small() -> None:
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        for i in range(70_000):
-            sid = 2 * i + 1
-            state.send_headers(sid, REQUEST, end_stream=True)
-            state.reset_stream(sid, ErrorCodes.CANCEL)
-            state.prune_closed_streams(sid)
-            if i % 1000 == 0:
-                state.data_to_send()
-        state.data_to_send()
+        _open_and_reset(state, range(1, 2 * 70_000, 2))
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
@@ -272,10 +286,7 @@ def test_closed_stream_record_is_bounded_and_small() -> None:
     assert not state._stream_is_closed_by_reset(1)  # forgotten, as h2 would have
     small = ours(client_side=True)
     small.initiate_connection()
-    for sid in range(1, 200, 2):
-        small.send_headers(sid, REQUEST, end_stream=True)
-        small.reset_stream(sid, ErrorCodes.CANCEL)
-        small.prune_closed_streams(sid)
+    _open_and_reset(small, range(1, 200, 2))
     assert len(small._closed_streams._slots) == 256  # type: ignore[attr-defined]
     assert all(small._stream_is_closed_by_reset(sid) for sid in range(1, 200, 2))
 
@@ -284,11 +295,7 @@ def test_frames_on_a_stream_we_reset_are_ignored_not_answered() -> None:
     """RFC 9113 §5.1: after sending RST_STREAM, frames the peer had in flight on the
     stream are ignored (h2 would answer each with another RST_STREAM); a frame that
     itself breaks the rules, or one after the *peer's* RST_STREAM, is still answered."""
-    client, server = plain(client_side=True), ours(client_side=False)
-    handshake(client, server)
-    client.send_headers(1, REQUEST)
-    client.send_headers(3, REQUEST)
-    server.receive_data(client.data_to_send())
+    client, server = _serving_two_requests()
     server.reset_stream(1, ErrorCodes.CANCEL)
     ours_rst = frames(server.data_to_send())
     assert [(type(f).__name__, f.stream_id) for f in ours_rst] == [("RstStreamFrame", 1)]
@@ -316,11 +323,7 @@ def test_headers_on_a_forgotten_stream_say_closed() -> None:
     for a stream the peer reset, and that was already forgotten, raised
     StreamIDTooLowError from send_headers, which loopy does not expect, and the
     connection died. It is StreamClosedError, as for h2's other calls."""
-    client, server = plain(client_side=True), ours(client_side=False)
-    handshake(client, server)
-    client.send_headers(1, REQUEST)
-    client.send_headers(3, REQUEST)
-    server.receive_data(client.data_to_send())
+    client, server = _serving_two_requests()
     client.reset_stream(1, ErrorCodes.CANCEL)
     server.receive_data(client.data_to_send())
     server.prune_closed_streams(1)
@@ -413,11 +416,7 @@ def test_send_headers_writes_the_bytes_h2_writes(value_size: int, end_stream: bo
 def test_send_headers_keeps_h2s_stream_rules() -> None:
     """Trailers need END_STREAM; informational responses cannot end the stream;
     HEADERS after END_STREAM are refused; each as h2 does."""
-    client, server = plain(client_side=True), ours(client_side=False)
-    handshake(client, server)
-    client.send_headers(1, REQUEST)
-    client.send_headers(3, REQUEST)
-    server.receive_data(client.data_to_send())
+    client, server = _serving_two_requests()
     with pytest.raises(h2.exceptions.ProtocolError):
         server.send_headers(1, [(b":status", b"100")], end_stream=True)
     server.send_headers(1, [(b":status", b"100")])
