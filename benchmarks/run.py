@@ -22,10 +22,20 @@ target:
 
 The ratios use the median of each side. The ceiling in targets 1-2 is stock h2's (the
 issue's definition: two h2 connections); the ratio to trio_h2t's own H2State ceiling
-is shown beside it. **Contention**: the CPU time other processes used during each
-run (from ``/proc/stat``, minus this suite's own children) is printed per run; on a
-shared 2-core machine read the figures with it in mind. ``--max-others CORES`` first
-waits (at most ``--wait`` s) until others use no more than that, then discards (prints,
+is shown beside it. Beside each ratio is a 90 % bootstrap interval (the rounds of
+each side resampled 2,000 times with a fixed seed; for the ceiling, each round's
+median of its runs): on a shared machine single runs of one configuration spread by
+25 % or more, so a median over few rounds can land well away from the ratio it
+estimates, and the interval says how far.
+
+**Pooling**: ``--json FILE`` appends every result to FILE; ``--from-json FILE...``
+runs nothing and summarises the results in those files (every round of several
+invocations pooled), with the same tables and verdicts.
+
+**Contention**: the CPU time other processes used during each run (from
+``/proc/stat``, minus this suite's own children) is printed per run; on a shared
+2-core machine read the figures with it in mind. ``--max-others CORES`` first waits
+(at most ``--wait`` s) until others use no more than that, then discards (prints,
 does not count) and repeats a run during which they used more, at most ``--retries``
 times; the last attempt is always kept.
 
@@ -37,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import statistics
 import subprocess
@@ -129,6 +140,33 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def bootstrap_ratio(
+    top: list[float], bottom: list[float], *, resamples: int = 2000, level: float = 0.90
+) -> tuple[float, float]:
+    """A ``level`` percentile-bootstrap interval for median(top) / median(bottom).
+
+    Each side's rounds are resampled independently (with replacement); the seed is
+    fixed so the same results always print the same interval.
+    """
+    if not top or not bottom:
+        return float("nan"), float("nan")
+    rng = random.Random(0)
+    ratios = sorted(
+        statistics.median(rng.choices(top, k=len(top)))
+        / statistics.median(rng.choices(bottom, k=len(bottom)))
+        for _ in range(resamples)
+    )
+    tail = (1.0 - level) / 2
+    return ratios[int(tail * resamples)], ratios[min(resamples - 1, int((1 - tail) * resamples))]
+
+
+def step_key(result: dict[str, Any]) -> tuple[Any, ...]:
+    """Which suite configuration a ``--json`` result belongs to."""
+    if "state" in result:
+        return ("ceiling", result["state"])
+    return (result["network"], int(result["concurrency"]))
+
+
 def fmt_num(value: float) -> str:
     return "-" if value != value else f"{value:.0f}"  # NaN: not measured
 
@@ -161,6 +199,12 @@ def main(argv: list[str] | None = None) -> int:
         help="with --max-others: before each run, wait up to this long for others to "
         "use at most CORES (default 60)",
     )
+    p.add_argument(
+        "--from-json",
+        nargs="+",
+        metavar="FILE",
+        help="run nothing: summarise the results in these --json files (pooled)",
+    )
     args = p.parse_args(argv)
 
     py = sys.executable
@@ -186,8 +230,31 @@ def main(argv: list[str] | None = None) -> int:
     steps = [ceiling_h2, tcp100, mem100, ceiling_t, tcp1000, mem1000]
 
     started = time.perf_counter()
-    print(f"run.py: {args.rounds} rounds of {len(steps)} runs; load average {os.getloadavg()}")
-    for rnd in range(args.rounds):
+    if args.from_json:
+        by_key = {
+            ("ceiling", "h2"): ceiling_h2,
+            ("ceiling", "trio_h2t"): ceiling_t,
+            ("tcp", 100): tcp100,
+            ("memory", 100): mem100,
+            ("tcp", 1000): tcp1000,
+            ("memory", 1000): mem1000,
+        }
+        for name in args.from_json:
+            for result in json.loads(Path(name).read_text()):
+                step = by_key.get(step_key(result))
+                if step is None or result.get("workload", "unary") != "unary":
+                    continue
+                step.results.append(result)
+                if result.get("others_cpu") is not None:
+                    step.others.append(result["others_cpu"])
+        missing = [s.label for s in steps if not s.results]
+        if missing:
+            raise SystemExit(f"run.py: no results for {', '.join(missing)} in --from-json")
+        args.rounds = min(len(s.results) for s in steps)
+        print(f"run.py: {len(args.from_json)} file(s), {args.rounds} or more rounds of each run")
+    else:
+        print(f"run.py: {args.rounds} rounds of {len(steps)} runs; load average {os.getloadavg()}")
+    for rnd in range(0 if args.from_json else args.rounds):
         shift = rnd % len(steps)
         for step in steps[shift:] + steps[:shift]:
             for attempt in range(args.retries + 1):
@@ -229,7 +296,12 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---------------------------------------------------------------- per configuration
     print()
-    print(f"Medians over {args.rounds} rounds ({elapsed:.0f} s, load average {os.getloadavg()})")
+    if args.from_json:
+        print(f"Medians over the pooled rounds ({', '.join(args.from_json)})")
+    else:
+        print(
+            f"Medians over {args.rounds} rounds ({elapsed:.0f} s, load average {os.getloadavg()})"
+        )
     head = (
         f"{'configuration':<28}{'QPS':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}"
         f"{'avg ms':>9}{'fr/wr c':>9}{'fr/wr s':>9}{'cpu c':>7}{'cpu s':>7}"
@@ -267,17 +339,31 @@ def main(argv: list[str] | None = None) -> int:
     ceiling_own = median([x for r in ceiling_t.results for x in r["runs"]])
     rows: list[tuple[str, str, str, bool]] = []
 
-    def ratio_row(name: str, value: float, base: float, target: float, extra: str = "") -> None:
+    def ratio_row(
+        name: str,
+        value: float,
+        base: float,
+        target: float,
+        interval: tuple[float, float],
+        extra: str = "",
+    ) -> None:
         ratio = value / base
-        measured = f"{value:,.0f} / {base:,.0f} = {ratio:.3f}x{extra}"
+        lo, hi = interval
+        measured = f"{value:,.0f} / {base:,.0f} = {ratio:.3f}x [{lo:.2f}, {hi:.2f}]{extra}"
         rows.append((name, measured, f">= {target}x", ratio >= target))
 
+    def qps_runs(step: Step) -> list[float]:
+        return [float(r["qps"]) for r in step.results]
+
+    # The ceiling's rounds for the bootstrap: each run's median of its own runs.
+    ceiling_rounds = [float(r["rpcs_per_s"]) for r in ceiling_h2.results]
     qps = {s: med(s, "qps") for s in (tcp100, mem100, tcp1000, mem1000)}
     ratio_row(
         "unary c=100 TCP QPS / ceiling",
         qps[tcp100],
         ceiling,
         TARGET_TCP,
+        bootstrap_ratio(qps_runs(tcp100), ceiling_rounds),
         f" (vs H2State ceiling {qps[tcp100] / ceiling_own:.3f}x)",
     )
     ratio_row(
@@ -285,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         qps[mem100],
         ceiling,
         TARGET_MEMORY,
+        bootstrap_ratio(qps_runs(mem100), ceiling_rounds),
         f" (vs H2State ceiling {qps[mem100] / ceiling_own:.3f}x)",
     )
     fpw = {
@@ -301,11 +388,17 @@ def main(argv: list[str] | None = None) -> int:
             min(fpw.values()) >= TARGET_FRAMES_PER_WRITE,
         )
     )
-    ratio_row("QPS c=1000 / c=100 (TCP)", qps[tcp1000], qps[tcp100], TARGET_SCALING)
-    ratio_row("QPS c=1000 / c=100 (memory)", qps[mem1000], qps[mem100], TARGET_SCALING)
+    for network, top, bottom in (("TCP", tcp1000, tcp100), ("memory", mem1000, mem100)):
+        ratio_row(
+            f"QPS c=1000 / c=100 ({network})",
+            qps[top],
+            qps[bottom],
+            TARGET_SCALING,
+            bootstrap_ratio(qps_runs(top), qps_runs(bottom)),
+        )
 
     print()
-    print("Targets (medians)")
+    print(f"Targets (medians over {args.rounds} rounds; [90 % bootstrap interval])")
     width = max(len(r[1]) for r in rows)
     print(f"{'target':<34}{'measured':<{width + 2}}{'goal':<10}result")
     print("-" * (34 + width + 2 + 10 + 6))
