@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = [s.label for s in steps if not s.results and s not in (bare100, bare1000)]
         if missing:
             raise SystemExit(f"run.py: no results for {', '.join(missing)} in --from-json")
-        args.rounds = min(len(s.results) for s in steps if s.results)
+        args.rounds = min(len(s.results) for s in steps if s not in (bare100, bare1000))
         print(f"run.py: {len(args.from_json)} file(s), {args.rounds} or more rounds of each run")
     else:
         print(f"run.py: {args.rounds} rounds of {len(steps)} runs; load average {os.getloadavg()}")
