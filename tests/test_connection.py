@@ -233,6 +233,64 @@ async def test_send_after_end_raises_closed_resource_error() -> None:
                 await s.read_all()
 
 
+async def test_malformed_header_blocks_raise_value_error_before_anything_is_sent() -> None:
+    """A malformed request, response or trailer block raises ValueError in the caller;
+    nothing is queued, and the stream (for a response or trailers) can still send a
+    good block."""
+    seen: list[str] = []
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.read_all()
+        with pytest.raises(ValueError, match="malformed response header block"):
+            await stream.send_headers([(b"content-type", b"text/plain")])  # no :status
+        with pytest.raises(ValueError, match="malformed response header block"):
+            await stream.send_headers([(b":status", b"200"), (b"Content-Type", b"x")])
+        await stream.send_headers(RESPONSE_200)
+        with pytest.raises(ValueError, match="malformed trailer header block"):
+            await stream.send_trailers([(b":status", b"200")])
+        with pytest.raises(ValueError, match="malformed trailer header block"):
+            await stream.send_trailers([(b"connection", b"close")])
+        await stream.send_trailers([(b"x-ok", b"1")])
+        seen.append("handler done")
+
+    with trio.fail_after(5):
+        async with connected_pair(handler) as (conn, _):
+            for bad in (
+                [(b":method", b"GET"), (b":path", b"/")],  # no :scheme, no :authority
+                [*REQUEST, (b"X-Upper", b"1")],
+                [*REQUEST, (b"keep-alive", b"5")],
+                [*REQUEST, (b"x", b"a\r\nb")],
+                [(b"x-first", b"1"), *REQUEST],
+            ):
+                with pytest.raises(ValueError, match="malformed request header block"):
+                    conn.open_stream(bad)  # at once: before entering
+            assert conn.open_streams == 0
+            async with conn.open_stream(REQUEST, end_stream=True) as s:
+                assert await s.receive_headers() == RESPONSE_200
+                assert await s.read_all() == b""
+                assert await s.receive_trailers() == [(b"x-ok", b"1")]
+    assert seen == ["handler done"]
+
+
+async def test_header_fields_may_be_str_or_bytes_like_and_nothing_else() -> None:
+    """str is encoded (names ASCII, values UTF-8), bytearray and memoryview are copied
+    to bytes; any other type raises TypeError at once."""
+    seen: list[object] = []
+
+    async def handler(stream: H2Stream) -> None:
+        seen.append(stream.headers)
+        await stream.send_headers([(":status", "200"), ("x-v", bytearray(b"\xc3\xa9"))])  # type: ignore[list-item]
+
+    with trio.fail_after(5):
+        async with connected_pair(handler) as (conn, _):
+            with pytest.raises(TypeError, match="a header value must be bytes or str, not int"):
+                conn.open_stream([*REQUEST, (b"content-length", 5)])  # type: ignore[list-item]
+            extra = [("x-s", "é"), (b"x-m", memoryview(b"m")), [b"x-l", b"list"]]
+            async with conn.open_stream([*REQUEST, *extra], end_stream=True) as s:  # type: ignore[list-item]
+                assert await s.receive_headers() == [(b":status", b"200"), (b"x-v", b"\xc3\xa9")]
+    assert seen == [[*REQUEST, (b"x-s", b"\xc3\xa9"), (b"x-m", b"m"), (b"x-l", b"list")]]
+
+
 async def test_peer_reset_raises_stream_reset_error_with_its_code() -> None:
     """A handler's reset(ENHANCE_YOUR_CALM) reaches the client as StreamResetError(remote)."""
 

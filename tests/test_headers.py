@@ -1,9 +1,9 @@
-"""``trio_h2t._headers.validate_received`` accepts exactly the blocks h2 accepts.
+"""``trio_h2t._headers``: ``validate_received`` accepts exactly the blocks h2 accepts.
 
 h2's inbound pipeline (``h2.utilities.validate_headers``, inbound validation on,
 normalisation off) is the reference: on every generated block and every kind
 (request, response, trailers), our one-pass check must raise ``ProtocolError`` if and
-only if h2's does.
+only if h2's does. ``validate_to_send`` gives the same verdicts as ``ValueError``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from h2.exceptions import ProtocolError
 from h2.utilities import HeaderValidationFlags, validate_headers
 from hypothesis import example, given, strategies as st
 
-from trio_h2t._headers import validate_received
+from trio_h2t._headers import validate_received, validate_to_send
 
 KINDS = ["request", "response", "trailer"]
 
@@ -164,3 +164,17 @@ def test_same_verdict_as_h2_after_a_valid_prefix(
 def test_known_blocks(kind: str, headers: list[tuple[bytes, bytes]], ok: bool) -> None:
     assert we_accept(headers, kind) is ok
     assert h2_accepts(headers, kind) is ok
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@given(rest=HEADERS)
+def test_validate_to_send_gives_the_same_verdicts_as_value_error(
+    kind: str, rest: list[tuple[bytes, bytes]]
+) -> None:
+    headers = with_valid_prefix(kind, rest)
+    response, trailer = kind == "response", kind == "trailer"
+    if we_accept(headers, kind):
+        validate_to_send(headers, response=response, trailer=trailer)
+    else:
+        with pytest.raises(ValueError, match=f"^malformed {kind} header block, not sent: "):
+            validate_to_send(headers, response=response, trailer=trailer)

@@ -13,9 +13,10 @@ from h2.errors import ErrorCodes
 from ._config import TransportConfig
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError
+from ._headers import validate_to_send
 from ._items import StartStream
 from ._loopy import LoopyStatistics
-from ._stream import H2Stream, _as_header_list
+from ._stream import H2Stream, HeaderList, _as_header_list
 from ._util import NoPublicConstructor
 
 __all__ = ["ClientConnection", "open_client_connection", "open_connection"]
@@ -35,11 +36,11 @@ class _StreamOpener:
     def __init__(
         self,
         core: ConnectionCore,
-        headers: Sequence[tuple[bytes | str, bytes | str]],
+        headers: HeaderList,
         end_stream: bool,
     ) -> None:
         self._core = core
-        self._headers = headers
+        self._headers = headers  # checked (validate_to_send), all bytes
         self._end_stream = end_stream
         self._stream: H2Stream | None = None
 
@@ -54,7 +55,7 @@ class _StreamOpener:
             stream._end_queued = True
         self._stream = stream
         try:
-            core.cbuf.put(StartStream(_as_header_list(self._headers), self._end_stream, self))
+            core.cbuf.put(StartStream(self._headers, self._end_stream, self))
         except ConnectionClosingError:
             core.release_stream_quota()
             raise core.closing_error() from None
@@ -135,13 +136,19 @@ class ClientConnection(metaclass=NoPublicConstructor):
         On cancellation: while waiting for quota, nothing was sent. Inside the block,
         the stream is reset (RST_STREAM CANCEL) and its state freed.
 
+        Raises:
+            ValueError: at once, from ``open_stream`` itself: ``headers`` is not a
+                valid request header block (RFC 9113 §8.1-§8.3: the pseudo-headers
+                first, lowercase names, no connection-specific fields...).
         Raises (on entering):
             ConnectionClosingError: the connection is closing or closed, or the peer
                 sent GOAWAY (``retryable``: nothing was sent).
             RuntimeError: this ``open_stream(...)`` was already entered once (call
                 ``open_stream`` again for another request).
         """
-        return _StreamOpener(self._core, headers, end_stream)
+        block = _as_header_list(headers)
+        validate_to_send(block, response=False, trailer=False)
+        return _StreamOpener(self._core, block, end_stream)
 
     def request_headers(
         self,

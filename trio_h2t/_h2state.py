@@ -624,9 +624,10 @@ def make_h2_state(
     """An :class:`H2State` configured for the hot path, its first SETTINGS prepared.
 
     Inbound header validation stays on (malformed requests must be rejected);
-    outbound validation and both normalisations are off: we build our own headers
-    as bytes, and h2 calls that chain of generators "somewhat expensive" (about 20 %
-    of h2's time per unary exchange, python-peers.md §1.6).
+    outbound validation and both normalisations are off: h2 calls that chain of
+    generators "somewhat expensive" (about 20 % of h2's time per unary exchange,
+    python-peers.md §1.6). Outbound blocks are checked by the stream task instead,
+    before they are queued (``_headers.validate_to_send``).
     """
     config = h2.config.H2Configuration(
         client_side=client_side,

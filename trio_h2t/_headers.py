@@ -1,14 +1,26 @@
-"""One-pass validation of a received header block (RFC 9113 §8.1.1, §8.2, §8.3).
+"""One-pass validation of a header block (RFC 9113 §8.1.1, §8.2, §8.3), both ways.
 
 h2 validates inbound headers with a chain of seven generators, testing every byte of
 every name and value in a Python loop (python-peers.md §1.6). :func:`validate_received`
-makes the same checks in one pass, with regular expressions for the byte ranges and a
-set of names already known to be good, and raises the same exception type
+makes the same checks in one pass, with regular expressions for the byte ranges and
+sets of names already known to be good, and raises the same exception type
 (``h2.exceptions.ProtocolError``) for exactly the same blocks;
 ``tests/test_headers.py`` checks that equivalence against h2's own pipeline on
 generated blocks.
 
-It is a pure function: no state, no task owns anything here.
+:func:`validate_to_send` applies the same rules to a block the application asks us
+to send (h2's outbound validation is off, see ``make_h2_state``) and raises
+``ValueError`` in the calling task, before anything is queued: a malformed block
+never reaches the wire, where the peer would answer it with a reset.
+
+Both are pure functions of the block, so accepted blocks are remembered: an
+application sends the same few blocks again and again (a client's request headers, a
+server's response headers and trailers), and a peer's blocks repeat the same way. A
+process-wide map holds at most ``ACCEPTED_ENTRIES`` accepted blocks of at most
+``MAX_REMEMBERED_BLOCK`` bytes of names and values (cleared when full); a block found
+there is not checked again. Rejections are never remembered. The map is only read and
+written between awaits and each operation on it is atomic, so tasks, connections and
+threads share it safely.
 """
 
 from __future__ import annotations
@@ -19,7 +31,15 @@ from collections.abc import Sequence
 from h2.exceptions import ProtocolError
 from hpack.table import HeaderTable
 
-__all__ = ["validate_received"]
+__all__ = ["ACCEPTED_ENTRIES", "MAX_REMEMBERED_BLOCK", "validate_received", "validate_to_send"]
+
+#: Accepted blocks remembered (process-wide).
+ACCEPTED_ENTRIES = 64
+#: Largest block remembered: bytes of names and values together.
+MAX_REMEMBERED_BLOCK = 1024
+#: Checked and accepted: (response, trailer, *fields) -> None. See the module docstring.
+_accepted: dict[tuple[object, ...], None] = {}
+
 
 # §8.2.1: a name is 0x21-0x40 or 0x5b-0x7e (no controls, space, uppercase, DEL or
 # non-ASCII), and a colon only as the first byte (a pseudo-header).
@@ -67,20 +87,28 @@ def validate_received(
     requests ``:authority`` or ``host`` (equal if both, one ``host`` at most) and a
     non-empty ``:path``.
     """
+    key = (response, trailer, *headers)
+    if key in _accepted:
+        return
+    _check(headers, response, trailer)
+    if sum(len(name) + len(value) for name, value in headers) <= MAX_REMEMBERED_BLOCK:
+        if len(_accepted) >= ACCEPTED_ENTRIES:
+            _accepted.clear()
+        _accepted[key] = None
+
+
+def _check(headers: Sequence[tuple[bytes, bytes]], response: bool, trailer: bool) -> None:
     pseudo: set[bytes] = set()
     regular = False
     method = authority = host = None
     good = _GOOD_NAMES
     for name, value in headers:
         if name not in good:
-            _check_name(name)
-            if name[0] == 0x3A:  # ':'
+            if name in _PSEUDO:  # a legal name, and not connection-specific
                 if name in pseudo:
-                    raise ProtocolError(f"Received duplicate pseudo-header field {name!r}")
+                    raise ProtocolError(f"Duplicate pseudo-header field {name!r}")
                 if regular:
-                    raise ProtocolError(f"Received pseudo-header field out of sequence: {name!r}")
-                if name not in _PSEUDO:
-                    raise ProtocolError(f"Received custom pseudo-header field {name!r}")
+                    raise ProtocolError(f"Pseudo-header field out of sequence: {name!r}")
                 pseudo.add(name)
                 if name == b":method":
                     method = value
@@ -89,6 +117,9 @@ def validate_received(
                 elif name == b":path" and not value and not response and not trailer:
                     raise ProtocolError("An empty :path header is forbidden")
             else:
+                _check_name(name)
+                if name[0] == 0x3A:  # ':'
+                    raise ProtocolError(f"Custom pseudo-header field {name!r}")
                 regular = True
                 if name == b"te" and value.lower() != b"trailers":
                     raise ProtocolError(f"Invalid value for TE header: {value!r}")
@@ -103,7 +134,7 @@ def validate_received(
 
     if trailer:
         if pseudo:
-            raise ProtocolError(f"Received pseudo-header in trailer {pseudo}")
+            raise ProtocolError(f"Pseudo-header in trailer {pseudo}")
         return
     if response:
         if b":status" not in pseudo:
@@ -132,3 +163,18 @@ def validate_received(
             f"Request header block has mismatched :authority and Host headers: "
             f"{authority!r} / {host!r}"
         )
+
+
+def validate_to_send(
+    headers: Sequence[tuple[bytes, bytes]], *, response: bool, trailer: bool
+) -> None:
+    """Raise ``ValueError`` if ``headers`` is not a block RFC 9113 lets us send.
+
+    The rules and the kinds are :func:`validate_received`'s, so a block we send is
+    one our own server or client would accept.
+    """
+    try:
+        validate_received(headers, response=response, trailer=trailer)
+    except ProtocolError as exc:
+        kind = "trailer" if trailer else "response" if response else "request"
+        raise ValueError(f"malformed {kind} header block, not sent: {exc}") from None

@@ -30,6 +30,7 @@ from h2.errors import ErrorCodes
 
 from ._exceptions import ConnectionClosingError, StreamResetError
 from ._flow import StreamInFlow
+from ._headers import validate_to_send
 from ._items import Data, Headers
 from ._util import NoPublicConstructor
 
@@ -51,16 +52,19 @@ def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> Heade
     append = out.append
     for pair in headers:
         name, value = pair
-        if type(name) is bytes and type(value) is bytes:
-            append(pair)  # type: ignore[arg-type]  # already bytes: no conversion
+        if type(name) is bytes and type(value) is bytes and type(pair) is tuple:
+            append(pair)  # type: ignore[arg-type]  # already a tuple of bytes: no copy
             continue
-        out.append(
-            (
-                name.encode("ascii") if isinstance(name, str) else name,
-                value.encode("utf-8") if isinstance(value, str) else value,
-            )
-        )
+        append((_field(name, "ascii", "name"), _field(value, "utf-8", "value")))
     return out
+
+
+def _field(field: object, encoding: str, what: str) -> bytes:
+    if isinstance(field, str):
+        return field.encode(encoding)
+    if isinstance(field, bytes | bytearray | memoryview):
+        return bytes(field)
+    raise TypeError(f"a header {what} must be bytes or str, not {type(field).__name__}")
 
 
 @final
@@ -293,13 +297,20 @@ class H2Stream(metaclass=NoPublicConstructor):
         """Queue the response headers (server side). Does not wait for the socket.
 
         Checkpoint: always. On cancellation: nothing was queued.
+
+        Raises:
+            ValueError: ``headers`` is not a valid response header block (RFC 9113
+                §8.1-§8.3: ``:status`` first, lowercase names, no connection-specific
+                fields...); nothing was queued.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._headers_sent:
             raise RuntimeError("headers were already sent on this stream")
         self._check_can_send()
+        block = _as_header_list(headers)
+        validate_to_send(block, response=True, trailer=False)
         self._headers_sent = True
-        self._put_output(Headers(self, _as_header_list(headers), end_stream))
+        self._put_output(Headers(self, block, end_stream))
         if end_stream:
             self._end_queued = True
         await trio.lowlevel.cancel_shielded_checkpoint()
@@ -351,12 +362,18 @@ class H2Stream(metaclass=NoPublicConstructor):
         """Queue trailers; they end the stream and go out after all queued data.
 
         Checkpoint: always. On cancellation: nothing was queued.
+
+        Raises:
+            ValueError: ``headers`` is not a valid trailer block (no pseudo-headers,
+                lowercase names, ...); nothing was queued.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_can_send()
         if not self._headers_sent:
             raise RuntimeError("send_headers() must come before send_trailers()")
-        self._put_output(Headers(self, _as_header_list(headers), True))
+        block = _as_header_list(headers)
+        validate_to_send(block, response=False, trailer=True)
+        self._put_output(Headers(self, block, True))
         self._end_queued = True
         await trio.lowlevel.cancel_shielded_checkpoint()
 
