@@ -62,6 +62,7 @@ import trio
 
 from ._client import open_connection
 from ._config import TransportConfig
+from ._headers import validate_to_send
 from ._server import serve_tcp
 from ._stream import H2Stream, HeaderList
 
@@ -397,7 +398,15 @@ def _parse_header(text: str) -> tuple[str, str]:
         raise UsageError(f"bad header {text!r}: expected 'name: value'")
     if name in CONNECTION_SPECIFIC:
         raise UsageError(f"header {name!r} is not allowed in HTTP/2 (RFC 9113 §8.2.2)")
-    return name, value.strip()
+    value = value.strip()
+    try:
+        # A regular field, checked by the rules of a block with no pseudo-headers.
+        validate_to_send([(name.encode("ascii"), value.encode())], response=False, trailer=True)
+    except UnicodeEncodeError:
+        raise UsageError(f"bad header {text!r}: the name must be ASCII") from None
+    except ValueError as exc:  # "malformed ... block, not sent: <the rule>"
+        raise UsageError(f"bad header {text!r}: {str(exc).partition(': ')[2]}") from None
+    return name, value
 
 
 async def fetch(
