@@ -62,7 +62,7 @@ import trio
 
 from ._client import open_connection
 from ._config import TransportConfig
-from ._headers import validate_to_send
+from ._headers import CONNECTION_HEADERS, validate_to_send
 from ._server import serve_tcp
 from ._stream import H2Stream, HeaderList
 
@@ -76,10 +76,6 @@ EXIT_HTTP_ERROR = 22
 #: Exit status for usage errors and failed transfers (argparse uses 2 as well).
 EXIT_FAILURE = 2
 ALLOW = "GET, HEAD, POST"
-#: RFC 9113 §8.2.2: connection-specific header fields are malformed in HTTP/2.
-CONNECTION_SPECIFIC = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"}
-)
 
 Handler = Callable[[H2Stream], Awaitable[None]]
 T = TypeVar("T")
@@ -396,7 +392,7 @@ def _parse_header(text: str) -> tuple[str, str]:
     name = name.strip().lower()
     if not sep or not name or name.startswith(":") or any(c.isspace() for c in name):
         raise UsageError(f"bad header {text!r}: expected 'name: value'")
-    if name in CONNECTION_SPECIFIC:
+    if name.encode() in CONNECTION_HEADERS:
         raise UsageError(f"header {name!r} is not allowed in HTTP/2 (RFC 9113 §8.2.2)")
     value = value.strip()
     try:

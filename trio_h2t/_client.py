@@ -13,10 +13,9 @@ from h2.errors import ErrorCodes
 from ._config import TransportConfig
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError
-from ._headers import validate_to_send
 from ._items import StartStream
 from ._loopy import LoopyStatistics
-from ._stream import H2Stream, HeaderList, _as_header_list
+from ._stream import H2Stream, HeaderList, _as_header_list, _block_to_send
 from ._util import NoPublicConstructor
 
 __all__ = ["ClientConnection", "open_client_connection", "open_connection"]
@@ -146,8 +145,7 @@ class ClientConnection(metaclass=NoPublicConstructor):
             RuntimeError: this ``open_stream(...)`` was already entered once (call
                 ``open_stream`` again for another request).
         """
-        block = _as_header_list(headers)
-        validate_to_send(block, response=False, trailer=False)
+        block = _block_to_send(headers, response=False, trailer=False)
         return _StreamOpener(self._core, block, end_stream)
 
     def request_headers(

@@ -31,7 +31,13 @@ from collections.abc import Sequence
 from h2.exceptions import ProtocolError
 from hpack.table import HeaderTable
 
-__all__ = ["ACCEPTED_ENTRIES", "MAX_REMEMBERED_BLOCK", "validate_received", "validate_to_send"]
+__all__ = [
+    "ACCEPTED_ENTRIES",
+    "CONNECTION_HEADERS",
+    "MAX_REMEMBERED_BLOCK",
+    "validate_received",
+    "validate_to_send",
+]
 
 #: Accepted blocks remembered (process-wide).
 ACCEPTED_ENTRIES = 64
@@ -47,7 +53,8 @@ _NAME = re.compile(rb"[\x21-\x40\x5b-\x7e][\x21-\x39\x3b-\x40\x5b-\x7e]*")
 # §8.2.1: a value has no NUL, LF or CR, and neither starts nor ends with SP or HTAB.
 _BAD_VALUE = re.compile(rb"[\x00\n\r]|\A[ \t]|[ \t]\Z")
 
-_CONNECTION_HEADERS = frozenset(
+#: §8.2.2: connection-specific fields, malformed in HTTP/2.
+CONNECTION_HEADERS = frozenset(
     [b"connection", b"proxy-connection", b"keep-alive", b"transfer-encoding", b"upgrade"]
 )
 _PSEUDO = frozenset([b":method", b":scheme", b":authority", b":path", b":status", b":protocol"])
@@ -60,7 +67,7 @@ _GOOD_NAMES = frozenset(
     [
         name
         for name, _ in HeaderTable.STATIC_TABLE
-        if name[:1] != b":" and name not in (b"host", b"te") and name not in _CONNECTION_HEADERS
+        if name[:1] != b":" and name not in (b"host", b"te") and name not in CONNECTION_HEADERS
     ]
     + [b"grpc-status", b"grpc-message", b"grpc-encoding", b"grpc-accept-encoding"]
     + [b"grpc-timeout", b"grpc-status-details-bin"]
@@ -70,7 +77,7 @@ _GOOD_NAMES = frozenset(
 def _check_name(name: bytes) -> None:
     if _NAME.fullmatch(name) is None:
         raise ProtocolError(f"Illegal header name {name!r}")
-    if name in _CONNECTION_HEADERS:
+    if name in CONNECTION_HEADERS:
         raise ProtocolError(f"Connection-specific header field present: {name!r}.")
 
 

@@ -59,6 +59,15 @@ def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> Heade
     return out
 
 
+def _block_to_send(
+    headers: Sequence[tuple[bytes | str, bytes | str]], *, response: bool, trailer: bool
+) -> HeaderList:
+    """``headers`` as a list of byte pairs, checked by ``validate_to_send`` (ValueError)."""
+    block = _as_header_list(headers)
+    validate_to_send(block, response=response, trailer=trailer)
+    return block
+
+
 def _field(field: object, encoding: str, what: str) -> bytes:
     if isinstance(field, str):
         return field.encode(encoding)
@@ -307,8 +316,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         if self._headers_sent:
             raise RuntimeError("headers were already sent on this stream")
         self._check_can_send()
-        block = _as_header_list(headers)
-        validate_to_send(block, response=True, trailer=False)
+        block = _block_to_send(headers, response=True, trailer=False)
         self._headers_sent = True
         self._put_output(Headers(self, block, end_stream))
         if end_stream:
@@ -371,8 +379,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._check_can_send()
         if not self._headers_sent:
             raise RuntimeError("send_headers() must come before send_trailers()")
-        block = _as_header_list(headers)
-        validate_to_send(block, response=False, trailer=True)
+        block = _block_to_send(headers, response=False, trailer=True)
         self._put_output(Headers(self, block, True))
         self._end_queued = True
         await trio.lowlevel.cancel_shielded_checkpoint()
