@@ -115,6 +115,7 @@ class Step:
 
     label: str
     command: list[str]
+    key: tuple[Any, ...]  # step_key() of its results
     results: list[dict[str, Any]] = field(default_factory=list)
     others: list[float] = field(default_factory=list)  # cores used by other processes
 
@@ -228,12 +229,14 @@ def main(argv: list[str] | None = None) -> int:
         cmd += ["--concurrency", str(concurrency), *common]
         if allocs:
             cmd.append("--allocs")
-        return Step(f"unary c={concurrency} {network}", cmd)
+        return Step(f"unary c={concurrency} {network}", cmd, (network, concurrency))
 
-    ceiling_h2 = Step("ceiling (stock h2)", [py, str(CEILING), "--state", "h2", *ceiling_args])
-    ceiling_t = Step(
-        "ceiling (trio_h2t H2State)", [py, str(CEILING), "--state", "trio_h2t", *ceiling_args]
-    )
+    def ceiling_step(label: str, state: str) -> Step:
+        cmd = [py, str(CEILING), "--state", state, *ceiling_args]
+        return Step(label, cmd, ("ceiling", state))
+
+    ceiling_h2 = ceiling_step("ceiling (stock h2)", "h2")
+    ceiling_t = ceiling_step("ceiling (trio_h2t H2State)", "trio_h2t")
     tcp100 = bench("tcp", 100, True)
     mem100 = bench("memory", 100, True)
     tcp1000 = bench("tcp", 1000, False)
@@ -242,24 +245,17 @@ def main(argv: list[str] | None = None) -> int:
     def bare(concurrency: int) -> Step:
         cmd = [py, str(BARE_TRIO), "--child", str(concurrency)]
         cmd += ["--duration", str(args.duration), "--warmup", str(args.warmup)]
-        return Step(f"bare trio c={concurrency}", cmd)
+        return Step(f"bare trio c={concurrency}", cmd, ("bare", concurrency))
 
     bare100 = bare(100)
     bare1000 = bare(1000)
     steps = [ceiling_h2, tcp100, mem100, bare100, ceiling_t, tcp1000, mem1000, bare1000]
+    # Files from before bare_trio joined the suite have no bare runs: fine.
+    optional = (bare100, bare1000)
 
     started = time.perf_counter()
     if args.from_json:
-        by_key = {
-            ("ceiling", "h2"): ceiling_h2,
-            ("ceiling", "trio_h2t"): ceiling_t,
-            ("tcp", 100): tcp100,
-            ("memory", 100): mem100,
-            ("tcp", 1000): tcp1000,
-            ("memory", 1000): mem1000,
-            ("bare", 100): bare100,
-            ("bare", 1000): bare1000,
-        }
+        by_key = {step.key: step for step in steps}
         for name in args.from_json:
             for result in json.loads(Path(name).read_text()):
                 step = by_key.get(step_key(result))
@@ -268,11 +264,10 @@ def main(argv: list[str] | None = None) -> int:
                 step.results.append(result)
                 if result.get("others_cpu") is not None:
                     step.others.append(result["others_cpu"])
-        # Files from before bare_trio joined the suite have no bare runs: fine.
-        missing = [s.label for s in steps if not s.results and s not in (bare100, bare1000)]
+        missing = [s.label for s in steps if not s.results and s not in optional]
         if missing:
             raise SystemExit(f"run.py: no results for {', '.join(missing)} in --from-json")
-        args.rounds = min(len(s.results) for s in steps if s not in (bare100, bare1000))
+        args.rounds = min(len(s.results) for s in steps if s not in optional)
         print(f"run.py: {len(args.from_json)} file(s), {args.rounds} or more rounds of each run")
     else:
         print(f"run.py: {args.rounds} rounds of {len(steps)} runs; load average {os.getloadavg()}")
@@ -357,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{fmt_num(med(step, 'allocs_per_op')):>11}{fmt_num(med(step, 'bytes_per_op')):>9}"
             f"{fmt_others(step.others):>8}"
         )
-    for step in (bare100, bare1000):
+    for step in optional:
         if step.results:
             print(
                 f"{step.label:<28}{'  (no HTTP/2: CPU per request)':<77}"
@@ -434,8 +429,6 @@ def main(argv: list[str] | None = None) -> int:
     for name, measured, goal, ok in rows:
         print(f"{name:<34}{measured:<{width + 2}}{goal:<10}{'PASS' if ok else 'FAIL'}")
     mem_low, mem_high = bootstrap_ratio(qps_runs(mem1000), qps_runs(mem100))
-    bare_cpu = {b: [float(r["cpu_us_per_op"]) for r in b.results] for b in (bare100, bare1000)}
-    bare_low, bare_high = bootstrap_ratio(bare_cpu[bare100], bare_cpu[bare1000])
     print()
     print("One process, both sides (not a target; see the docstring): c=1000 / c=100")
     print(
@@ -443,7 +436,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{qps[mem1000] / qps[mem100]:.3f}x [{mem_low:.2f}, {mem_high:.2f}]"
     )
     if bare100.results and bare1000.results:
-        b100, b1000 = median(bare_cpu[bare100]), median(bare_cpu[bare1000])
+        cpu100, cpu1000 = ([float(r["cpu_us_per_op"]) for r in b.results] for b in optional)
+        bare_low, bare_high = bootstrap_ratio(cpu100, cpu1000)
+        b100, b1000 = median(cpu100), median(cpu1000)
         print(
             f"  bare trio, same task shape, no HTTP/2   {b100:.2f} / {b1000:.2f} µs CPU per "
             f"request = {b100 / b1000:.3f}x as QPS [{bare_low:.2f}, {bare_high:.2f}]"
