@@ -13,6 +13,7 @@ from h2.exceptions import ProtocolError
 from h2.utilities import HeaderValidationFlags, validate_headers
 from hypothesis import example, given, strategies as st
 
+from trio_h2t import _headers
 from trio_h2t._headers import validate_received, validate_to_send
 
 KINDS = ["request", "response", "trailer"]
@@ -178,3 +179,29 @@ def test_validate_to_send_gives_the_same_verdicts_as_value_error(
     else:
         with pytest.raises(ValueError, match=f"^malformed {kind} header block, not sent: "):
             validate_to_send(headers, response=response, trailer=trailer)
+
+
+def test_accepted_blocks_are_remembered_within_their_bounds() -> None:
+    """Accepted blocks of at most MAX_REMEMBERED_BLOCK bytes are remembered per kind;
+    rejected and larger blocks are not; the map is cleared once it holds
+    ACCEPTED_ENTRIES blocks."""
+    accepted = _headers._accepted
+    accepted.clear()
+    block = [(b":status", b"200"), (b"x-id", b"1")]
+    validate_received(block, response=True, trailer=False)
+    assert accepted == {(True, False, *block): None}
+    validate_received(block, response=True, trailer=False)  # a hit: still one entry
+    assert len(accepted) == 1
+    with pytest.raises(ProtocolError):
+        validate_received(block, response=False, trailer=True)  # :status in a trailer
+    with pytest.raises(ValueError, match="malformed request header block"):
+        validate_to_send([(b"X-Upper", b"1")], response=False, trailer=False)
+    assert len(accepted) == 1
+    big = [(b":status", b"200"), (b"x-big", b"v" * _headers.MAX_REMEMBERED_BLOCK)]
+    validate_received(big, response=True, trailer=False)
+    assert len(accepted) == 1
+    for i in range(_headers.ACCEPTED_ENTRIES - 1):
+        validate_to_send([(b"x-n", str(i).encode())], response=False, trailer=True)
+    assert len(accepted) == _headers.ACCEPTED_ENTRIES
+    validate_to_send([(b"x-n", b"last")], response=False, trailer=True)
+    assert accepted == {(False, True, (b"x-n", b"last")): None}
