@@ -298,10 +298,14 @@ class RecordingStarter:
     def __init__(self, on_orphaned: Callable[[BaseException], Any] | None = None) -> None:
         self.stream_ids: list[int] = []
         self.orphaned_with: list[BaseException] = []
+        self.failed_with: list[BaseException] = []
         self._on_orphaned = on_orphaned
 
     def started(self, stream_id: int) -> None:
         self.stream_ids.append(stream_id)
+
+    def failed(self, error: Exception) -> None:
+        self.failed_with.append(error)
 
     def orphaned(self, error: BaseException) -> None:
         self.orphaned_with.append(error)

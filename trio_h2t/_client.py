@@ -12,10 +12,17 @@ from h2.errors import ErrorCodes
 
 from ._config import TransportConfig
 from ._connection import ConnectionCore
-from ._exceptions import ConnectionClosingError, ConnectionLostError
+from ._exceptions import ConnectionClosingError, ConnectionLostError, LocalProtocolError
 from ._items import StartStream
 from ._loopy import LoopyStatistics
-from ._stream import H2Stream, HeaderList, _as_header_list, _block_to_send
+from ._stream import (
+    H2Stream,
+    HeaderList,
+    _as_header_list,
+    _block_to_send,
+    _check_bool,
+    _check_payload,
+)
 from ._util import NoPublicConstructor
 
 __all__ = ["ClientConnection", "open_client_connection", "open_connection"]
@@ -95,6 +102,19 @@ class _StreamOpener:
             stream._out_done = True
             self._core.local_end_written(stream)
 
+    def failed(self, error: Exception) -> None:
+        """Loopy could not frame the HEADERS: fail the stream; nothing was sent."""
+        stream = self._stream
+        assert stream is not None
+        exc = LocalProtocolError(
+            "the stream could not start: framing its HEADERS failed (see __cause__)",
+            error_code=ErrorCodes.INTERNAL_ERROR,
+        )
+        exc.__cause__ = error
+        stream._fail(exc)
+        stream._out_done = True
+        self._core.stream_closed(stream)
+
     def orphaned(self, error: BaseException) -> None:
         """The connection closed before the HEADERS went out."""
         stream = self._stream
@@ -139,12 +159,15 @@ class ClientConnection(metaclass=NoPublicConstructor):
             ValueError: at once, from ``open_stream`` itself: ``headers`` is not a
                 valid request header block (RFC 9113 §8.1-§8.3: the pseudo-headers
                 first, lowercase names, no connection-specific fields...).
+            TypeError: at once: a header field is not bytes or str, or
+                ``end_stream`` is not a bool.
         Raises (on entering):
             ConnectionClosingError: the connection is closing or closed, or the peer
                 sent GOAWAY (``retryable``: nothing was sent).
             RuntimeError: this ``open_stream(...)`` was already entered once (call
                 ``open_stream`` again for another request).
         """
+        _check_bool(end_stream, "end_stream")
         block = _block_to_send(headers, response=False, trailer=False)
         return _StreamOpener(self._core, block, end_stream)
 
@@ -154,7 +177,16 @@ class ClientConnection(metaclass=NoPublicConstructor):
         path: str,
         extra: Sequence[tuple[bytes | str, bytes | str]] = (),
     ) -> list[tuple[bytes, bytes]]:
-        """Pseudo-headers for a request on this connection, followed by ``extra``."""
+        """Pseudo-headers for a request on this connection, followed by ``extra``.
+
+        Raises:
+            TypeError: ``method`` or ``path`` is not a str.
+            UnicodeEncodeError (a ValueError): ``method`` or ``path`` is not ASCII.
+        """
+        if not isinstance(method, str) or not isinstance(path, str):
+            bad = method if not isinstance(method, str) else path
+            what = "method" if bad is method else "path"
+            raise TypeError(f"{what} must be a str, not {type(bad).__name__}")
         return [
             (b":method", method.encode("ascii")),
             (b":scheme", self.scheme),
@@ -169,12 +201,19 @@ class ClientConnection(metaclass=NoPublicConstructor):
         path: str,
         *,
         headers: Sequence[tuple[bytes | str, bytes | str]] = (),
-        body: bytes = b"",
+        body: bytes | bytearray | memoryview = b"",
     ) -> tuple[list[tuple[bytes, bytes]], bytes, list[tuple[bytes, bytes]]]:
         """Convenience: one whole request; returns (response headers, body, trailers).
 
-        Checkpoint: always.
+        Checkpoint: always, except when an argument is refused (raised before
+        anything is queued). On cancellation: the stream is reset with CANCEL.
+
+        Raises:
+            TypeError: ``method`` or ``path`` is not a str, ``body`` is not bytes,
+                bytearray or memoryview, or a header field is neither bytes nor str.
+            ValueError: a malformed header block, or a non-ASCII method or path.
         """
+        _check_payload(body)
         async with self.open_stream(
             self.request_headers(method, path, headers), end_stream=not body
         ) as stream:

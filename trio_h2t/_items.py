@@ -72,6 +72,9 @@ class StreamStarter(Protocol):
     def orphaned(self, error: BaseException) -> None:
         """The stream will never start (the connection is closing). Must not raise."""
 
+    def failed(self, error: Exception) -> None:
+        """Loopy could not frame the HEADERS (``error``); nothing was sent. Must not raise."""
+
 
 class ControlItem:
     """Base class of every control item."""

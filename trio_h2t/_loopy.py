@@ -31,6 +31,16 @@ serialisation, one when h2 appends the frame to its outbound buffer, one when
 ``data_to_send`` hands that buffer out, and one join when a flush gathers several
 chunks. h2 owns the middle three; see ``docs/architecture.md``.
 
+Faults stay with their stream: an unexpected exception while framing one stream's
+item (DATA, HEADERS, trailers, a stream WINDOW_UPDATE) resets that stream with
+RST_STREAM(INTERNAL_ERROR), fails it for its task with a ``StreamResetError`` whose
+``__cause__`` is the exception, drops its queued output (returning its write quota),
+logs it on the ``trio_h2t`` logger, and loopy serves on. A ``StartStream`` whose
+HEADERS cannot be framed fails its opener instead (nothing went out). The ``try``
+costs nothing per item in CPython 3.11+ (zero-cost exceptions). The connection's own
+I/O errors, ``_Stop``, and faults in connection-level items (PING, SETTINGS, GOAWAY,
+a connection WINDOW_UPDATE) still end loopy: those belong to the connection.
+
 On exit: if the error was not an I/O error, loopy flushes what is framed (so a final
 GOAWAY or RST_STREAM goes out), then always finishes the control buffer and orphans
 its batch.
@@ -39,15 +49,17 @@ its batch.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
 import trio
 from h2.connection import ConnectionState
+from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError, StreamClosedError
 
-from ._exceptions import ConnectionClosingError
+from ._exceptions import ConnectionClosingError, StreamResetError
 from ._h2state import goaway_frame
 from ._items import (
     CloseConnection,
@@ -70,6 +82,8 @@ if TYPE_CHECKING:
     from ._connection import ConnectionCore
 
 __all__ = ["Loopy", "LoopyStatistics"]
+
+log = logging.getLogger("trio_h2t")
 
 
 class _Stop(Exception):
@@ -225,62 +239,110 @@ class Loopy:
             # GOAWAY it already framed. Drop this item and flush that GOAWAY.
             item.orphan(self._core.closing_error())
             raise _Stop
-        kind = type(item)
-        if kind is Data:
-            assert isinstance(item, Data)
-            self._queue_output(item.stream, item)
-        elif kind is Headers:
-            assert isinstance(item, Headers)
-            stream = item.stream
-            if stream._out_done:
-                return
-            if stream._out_state == OUT_EMPTY:
-                self._write_headers(stream, item)  # nothing queued: write at once
-            else:
-                self._queue_output(stream, item)  # trailers go after queued data
-        elif kind is StartStream:
-            assert isinstance(item, StartStream)
-            self._start_stream(item)
-        elif kind is WindowUpdate:
-            assert isinstance(item, WindowUpdate)
-            target = item.stream
-            if target is None:
-                h2.increment_flow_control_window(item.increment)
-                self._frames += 1
-            elif not target._closed and target.stream_id:
-                try:
-                    h2.increment_flow_control_window(item.increment, target.stream_id)
+        try:
+            kind = type(item)
+            if kind is Data:
+                assert isinstance(item, Data)
+                self._queue_output(item.stream, item)
+            elif kind is Headers:
+                assert isinstance(item, Headers)
+                stream = item.stream
+                if stream._out_done:
+                    return
+                if stream._out_state == OUT_EMPTY:
+                    self._write_headers(stream, item)  # nothing queued: write at once
+                else:
+                    self._queue_output(stream, item)  # trailers go after queued data
+            elif kind is StartStream:
+                assert isinstance(item, StartStream)
+                self._start_stream(item)
+            elif kind is WindowUpdate:
+                assert isinstance(item, WindowUpdate)
+                target = item.stream
+                if target is None:
+                    h2.increment_flow_control_window(item.increment)
                     self._frames += 1
-                except (StreamClosedError, KeyError, ProtocolError):
-                    pass  # the stream ended meanwhile: nothing is owed
-        elif kind is WindowOpened:
-            assert isinstance(item, WindowOpened)
-            self._core.windows_opened.discard(item.stream_id)
-            self._window_opened(item.stream_id)
-        elif kind is PeerResponse:
-            self._frames += 1  # its bytes already sit in h2's buffer
-        elif kind is ResetStream:
-            assert isinstance(item, ResetStream)
-            self._reset(item.stream, item.error_code)
-        elif kind is StreamDone:
-            assert isinstance(item, StreamDone)
-            self._drop_output(item.stream)
-        elif kind is Ping:
-            assert isinstance(item, Ping)
-            h2.ping(item.data)
-            self._frames += 1
-            self._core.on_ping_written(item.data)
-        elif kind is Settings:
-            assert isinstance(item, Settings)
-            h2.update_settings(dict(item.changes))
-            self._frames += 1
-        elif kind is GoAway:
-            assert isinstance(item, GoAway)
-            self._write_goaway(item)
-        elif kind is CloseConnection:
-            raise _Stop
-        else:  # pragma: no cover - a new item type without a handler is a bug
-            raise AssertionError(f"loopy has no handler for {item!r}")
+                elif not target._closed and target.stream_id:
+                    try:
+                        h2.increment_flow_control_window(item.increment, target.stream_id)
+                        self._frames += 1
+                    except (StreamClosedError, KeyError, ProtocolError):
+                        pass  # the stream ended meanwhile: nothing is owed
+            elif kind is WindowOpened:
+                assert isinstance(item, WindowOpened)
+                self._core.windows_opened.discard(item.stream_id)
+                self._window_opened(item.stream_id)
+            elif kind is PeerResponse:
+                self._frames += 1  # its bytes already sit in h2's buffer
+            elif kind is ResetStream:
+                assert isinstance(item, ResetStream)
+                self._reset(item.stream, item.error_code)
+            elif kind is StreamDone:
+                assert isinstance(item, StreamDone)
+                self._drop_output(item.stream)
+            elif kind is Ping:
+                assert isinstance(item, Ping)
+                h2.ping(item.data)
+                self._frames += 1
+                self._core.on_ping_written(item.data)
+            elif kind is Settings:
+                assert isinstance(item, Settings)
+                h2.update_settings(dict(item.changes))
+                self._frames += 1
+            elif kind is GoAway:
+                assert isinstance(item, GoAway)
+                self._write_goaway(item)
+            elif kind is CloseConnection:
+                raise _Stop
+            else:  # pragma: no cover - a new item type without a handler is a bug
+                raise AssertionError(f"loopy has no handler for {item!r}")
+        except (_Stop, trio.BrokenResourceError, trio.ClosedResourceError):
+            raise
+        except Exception as exc:
+            if not self._item_failed(item, exc):
+                raise
+
+    def _item_failed(self, item: ControlItem, exc: Exception) -> bool:
+        """Confine a fault in handling ``item`` to its stream.
+
+        Returns False for a connection-level item (the caller re-raises: the fault
+        is the connection's). XX: a fault raised inside h2's HPACK encoder may leave
+        the encoder's dynamic table ahead of the peer's; only validated byte headers
+        reach it, so no such fault is known.
+        """
+        if isinstance(item, StartStream):
+            log.error("loopy could not frame a new stream's HEADERS; failing it", exc_info=exc)
+            item.starter.failed(exc)
+            return True
+        stream = getattr(item, "stream", None)  # Data, Headers, WindowUpdate, ...
+        if not isinstance(stream, H2Stream):
+            return False
+        unreleased = None
+        if isinstance(item, Data) and item.on_release is not None:
+            queue = stream._out_queue
+            if queue is None or not any(queued is item for queued in queue):
+                unreleased = item.on_release  # never queued: _drop_output won't see it
+        self._stream_failed(stream, exc)
+        if unreleased is not None:
+            unreleased()
+        return True
+
+    def _stream_failed(self, stream: H2Stream, exc: Exception) -> None:
+        """Reset ``stream`` with INTERNAL_ERROR because framing its output raised ``exc``.
+
+        Idempotent enough for a second fault on the same stream: the stream error,
+        the RST_STREAM and the close each happen once.
+        """
+        log.error(
+            "loopy failed framing output of stream %d; resetting it with INTERNAL_ERROR",
+            stream.stream_id,
+            exc_info=exc,
+        )
+        error = StreamResetError(stream.stream_id, ErrorCodes.INTERNAL_ERROR, remote=False)
+        error.__cause__ = exc
+        stream._fail(error)
+        self._reset(stream, ErrorCodes.INTERNAL_ERROR)  # drops output: quota returns
+        self._core.stream_closed(stream)
 
     def _start_stream(self, item: StartStream) -> None:
         core = self._core
@@ -367,83 +429,89 @@ class Loopy:
             return False
         h2 = self._h2
         stream = active[0]
-        queue = stream._out_queue
-        assert queue is not None  # an active stream has output queued
-        item = queue[0]
-        if isinstance(item, Headers):  # trailers reached the head of the queue
-            active.popleft()
-            queue.popleft()
-            stream._out_state = OUT_EMPTY
-            self._write_headers(stream, item)
-            self._after_write(stream)
-            return True
-        payload = item.payload
-        offset = stream._out_offset
-        remaining = len(payload) - offset
-        sid = stream.stream_id
-        if remaining == 0:
-            # Empty DATA (END_STREAM only) needs no window (h2 >= 4.4 allows it).
-            active.popleft()
-            queue.popleft()
-            stream._out_state = OUT_EMPTY
-            if item.end_stream:
-                try:
-                    h2.send_data(sid, b"", end_stream=True)
-                    self._frames += 1
-                    self._data_frames += 1
-                    self._local_end(stream)
-                except StreamClosedError:
-                    self._drop_output(stream)
-                    return True
-            if item.on_release is not None:
-                item.on_release()
-            self._after_write(stream)
-            return True
-        if h2.outbound_flow_control_window <= 0:
-            return False
         try:
-            window = h2.local_flow_control_window(sid)
-        except (StreamClosedError, KeyError, ProtocolError):
-            active.popleft()
-            stream._out_state = OUT_EMPTY
-            self._drop_output(stream)
-            return True
-        if window <= 0:
-            active.popleft()
-            stream._out_state = OUT_WAITING
-            self._waiting[stream] = None
-            return True
-        size = min(remaining, window, h2.max_outbound_frame_size)
-        chunk: bytes | memoryview
-        if offset == 0 and size == len(payload) and not isinstance(payload, bytearray):
-            chunk = payload
-        else:
-            chunk = bytes(payload[offset : offset + size])
-        done = size == remaining
-        try:
-            h2.send_data(sid, chunk, end_stream=done and item.end_stream)
-        except StreamClosedError:
-            active.popleft()
-            stream._out_state = OUT_EMPTY
-            self._drop_output(stream)
-            return True
-        self._frames += 1
-        self._data_frames += 1
-        active.popleft()
-        if done:
-            queue.popleft()
-            stream._out_offset = 0
-            if item.on_release is not None:
-                item.on_release()
-            if item.end_stream:
+            queue = stream._out_queue
+            assert queue is not None  # an active stream has output queued
+            item = queue[0]
+            if isinstance(item, Headers):  # trailers reached the head of the queue
+                active.popleft()
+                queue.popleft()
                 stream._out_state = OUT_EMPTY
-                self._local_end(stream)
+                self._write_headers(stream, item)
+                self._after_write(stream)
                 return True
-        else:
-            stream._out_offset = offset + size
-        stream._out_state = OUT_EMPTY
-        self._after_write(stream)
-        return True
+            payload = item.payload
+            offset = stream._out_offset
+            remaining = len(payload) - offset
+            sid = stream.stream_id
+            if remaining == 0:
+                # Empty DATA (END_STREAM only) needs no window (h2 >= 4.4 allows it).
+                active.popleft()
+                queue.popleft()
+                stream._out_state = OUT_EMPTY
+                if item.end_stream:
+                    try:
+                        h2.send_data(sid, b"", end_stream=True)
+                        self._frames += 1
+                        self._data_frames += 1
+                        self._local_end(stream)
+                    except StreamClosedError:
+                        self._drop_output(stream)
+                        return True
+                if item.on_release is not None:
+                    item.on_release()
+                self._after_write(stream)
+                return True
+            if h2.outbound_flow_control_window <= 0:
+                return False
+            try:
+                window = h2.local_flow_control_window(sid)
+            except (StreamClosedError, KeyError, ProtocolError):
+                active.popleft()
+                stream._out_state = OUT_EMPTY
+                self._drop_output(stream)
+                return True
+            if window <= 0:
+                active.popleft()
+                stream._out_state = OUT_WAITING
+                self._waiting[stream] = None
+                return True
+            size = min(remaining, window, h2.max_outbound_frame_size)
+            chunk: bytes | memoryview
+            if offset == 0 and size == len(payload) and not isinstance(payload, bytearray):
+                chunk = payload
+            else:
+                chunk = bytes(payload[offset : offset + size])
+            done = size == remaining
+            try:
+                h2.send_data(sid, chunk, end_stream=done and item.end_stream)
+            except StreamClosedError:
+                active.popleft()
+                stream._out_state = OUT_EMPTY
+                self._drop_output(stream)
+                return True
+            self._frames += 1
+            self._data_frames += 1
+            active.popleft()
+            if done:
+                queue.popleft()
+                stream._out_offset = 0
+                if item.on_release is not None:
+                    item.on_release()
+                if item.end_stream:
+                    stream._out_state = OUT_EMPTY
+                    self._local_end(stream)
+                    return True
+            else:
+                stream._out_offset = offset + size
+            stream._out_state = OUT_EMPTY
+            self._after_write(stream)
+            return True
+        except (_Stop, trio.BrokenResourceError, trio.ClosedResourceError):
+            raise
+        except Exception as exc:
+            self._stream_failed(stream, exc)
+            return True
 
     def _after_write(self, stream: H2Stream) -> None:
         # The stream was just taken off the head; decide where it goes next.

@@ -68,6 +68,24 @@ def _block_to_send(
     return block
 
 
+def _check_bool(value: object, what: str) -> None:
+    # ``is`` tests, not isinstance: no call on the hot path, and 0/1 are refused too.
+    if value is not True and value is not False:
+        raise TypeError(f"{what} must be a bool, not {type(value).__name__}")
+
+
+def _check_int(value: object, what: str) -> int:
+    """``value`` if it is an int (not a bool), else TypeError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+
+
+def _check_payload(data: object) -> None:
+    if type(data) is not bytes and not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"data must be bytes, bytearray or memoryview, not {type(data).__name__}")
+
+
 def _field(field: object, encoding: str, what: str) -> bytes:
     if isinstance(field, str):
         return field.encode(encoding)
@@ -214,7 +232,11 @@ class H2Stream(metaclass=NoPublicConstructor):
         Raises:
             StreamResetError: the stream was reset (StreamRefusedError if refused).
             trio.BrokenResourceError: the connection broke (see ``__cause__``).
+            TypeError, ValueError: ``max_bytes`` is not None or an int >= 1 (checked
+                first, whatever the stream's state; nothing is consumed).
         """
+        if max_bytes is not None and _check_int(max_bytes, "max_bytes") < 1:
+            raise ValueError(f"max_bytes must be >= 1, not {max_bytes}")
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._error is not None and not self._recv_ended:
             # A failed stream whose peer had not finished: what is buffered is an
@@ -238,8 +260,6 @@ class H2Stream(metaclass=NoPublicConstructor):
         assert chunks is not None  # not empty
         chunk = chunks[0]
         if max_bytes is not None and len(chunk) > max_bytes:
-            if max_bytes < 1:
-                raise ValueError("max_bytes must be >= 1")
             chunks[0] = chunk[max_bytes:]
             chunk = chunk[:max_bytes]
         else:
@@ -257,7 +277,12 @@ class H2Stream(metaclass=NoPublicConstructor):
         Checkpoint: always. On cancellation: bytes already gathered stay consumed
         (they are lost to the caller); use it for whole-message reads. Cancelled
         before it starts, it grants nothing.
+
+        Raises:
+            TypeError, ValueError: ``n`` is not an int >= 0 (nothing is granted).
         """
+        if _check_int(n, "n") < 0:
+            raise ValueError(f"n must be >= 0, not {n}")
         await trio.lowlevel.checkpoint_if_cancelled()
         self._request(n)
         parts: list[bytes] = []
@@ -311,7 +336,10 @@ class H2Stream(metaclass=NoPublicConstructor):
             ValueError: ``headers`` is not a valid response header block (RFC 9113
                 §8.1-§8.3: ``:status`` first, lowercase names, no connection-specific
                 fields...); nothing was queued.
+            TypeError: a header field is not bytes or str, or ``end_stream`` is not
+                a bool; nothing was queued.
         """
+        _check_bool(end_stream, "end_stream")
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._headers_sent:
             raise RuntimeError("headers were already sent on this stream")
@@ -339,7 +367,11 @@ class H2Stream(metaclass=NoPublicConstructor):
             StreamResetError: the peer reset the stream.
             trio.ClosedResourceError: this side already ended or reset the stream.
             trio.BrokenResourceError: the connection broke.
+            TypeError: ``data`` is not bytes, bytearray or memoryview, or
+                ``end_stream`` is not a bool (checked first; nothing was queued).
         """
+        _check_payload(data)
+        _check_bool(end_stream, "end_stream")
         await trio.lowlevel.checkpoint_if_cancelled()
         parked = False
         while self._write_quota <= 0:
@@ -395,7 +427,14 @@ class H2Stream(metaclass=NoPublicConstructor):
         """Abort the stream: queue RST_STREAM(``error_code``) and fail pending calls.
 
         Synchronous and idempotent; does nothing once the stream is closed.
+
+        Raises:
+            TypeError: ``error_code`` is not an int (a bool is refused too).
+            ValueError: ``error_code`` is outside 0..2**32-1 (RFC 9113 §6.4: a 32-bit
+                field). Either way the stream is left as it was.
         """
+        if not 0 <= _check_int(error_code, "error_code") <= 0xFFFFFFFF:
+            raise ValueError(f"error_code must be in 0..2**32-1, not {error_code}")
         if self._closed:
             return
         # This side closed it: later calls raise ClosedResourceError (trio's "you
