@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, final
 import trio
 from h2.errors import ErrorCodes
 
-from ._exceptions import ConnectionClosingError, StreamResetError
+from ._exceptions import ConnectionClosingError, H2ProtocolError, StreamResetError
 from ._flow import StreamInFlow
 from ._headers import validate_to_send
 from ._items import Data, Headers
@@ -472,7 +472,10 @@ class H2Stream(metaclass=NoPublicConstructor):
             new.__cause__ = err.__cause__
             return new
         try:
-            new = type(err)(*err.args)
+            if isinstance(err, H2ProtocolError):  # keep its error_code (a keyword)
+                new = type(err)(*err.args, error_code=err.error_code)
+            else:
+                new = type(err)(*err.args)
         except Exception:  # an exception class with an unusual constructor
             return err
         new.__cause__ = err.__cause__ if err.__cause__ is not None else err
