@@ -90,3 +90,24 @@ async def test_non_http2_server_fails_fast_quoting_its_bytes(answer: bytes) -> N
     assert isinstance(cause, RemoteProtocolError)
     assert repr(answer[:9])[:-1] in str(cause)
     assert repr(answer[:9])[:-1] in str(info.value)
+
+
+async def test_bodiless_304_with_content_length_is_accepted() -> None:
+    """A 304 ending on its HEADERS may carry the representation's content-length
+    (RFC 9110 §8.6): it is not malformed."""
+    with trio.fail_after(5):
+        async with open_peer_server() as (conn, peer):
+
+            async def answer() -> None:
+                await peer.receive_until(lambda ev: isinstance(ev, h2.events.RequestReceived))
+                head = [(b":status", b"304"), (b"content-length", b"5")]
+                block = peer.h2.encoder.encode(head)
+                flags = ["END_HEADERS", "END_STREAM"]
+                await peer.send_raw(HeadersFrame(1, block, flags=flags).serialize())
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(answer)
+                response, body, _ = await conn.request("GET", "/")
+            assert response[0] == (b":status", b"304")
+            assert body == b""
+            assert conn.error is None

@@ -3,9 +3,9 @@ oversized frame is refused from its header (beyond h2spec)."""
 
 from __future__ import annotations
 
-from hyperframe.frame import DataFrame, GoAwayFrame, RstStreamFrame
+from hyperframe.frame import ContinuationFrame, DataFrame, GoAwayFrame, HeadersFrame, RstStreamFrame
 
-from .harness import ErrorCode, FrameType, H2Client, frame_bytes
+from .harness import ErrorCode, FrameType, H2Client, frame_bytes, request_headers
 
 
 def test_body_over_content_length_resets_only_that_stream(conn: H2Client) -> None:
@@ -25,4 +25,23 @@ def test_frame_over_max_frame_size_refused_from_its_header(conn: H2Client) -> No
     header = frame_bytes(FrameType.DATA, 0, 1, b"\x00" * 16_385)[:9]
     conn.send(conn.open_post(), header)
     goaway = conn.expect_connection_error(ErrorCode.FRAME_SIZE_ERROR)
+    assert goaway is not None
+
+
+def test_oversized_header_list_is_a_connection_error(conn: H2Client) -> None:
+    """A header list over our SETTINGS_MAX_HEADER_LIST_SIZE (64 KiB) ends the
+    connection with ENHANCE_YOUR_CALM: hpack stops decoding mid-block, so the
+    dynamic table could not stay in sync (docs/errors.md, "On the wire")."""
+    extra = [(f"x-big-{i}", "v" * 4000) for i in range(20)]
+    block = conn.encode_headers([*request_headers(), *extra])
+    frames = [block[i : i + 16_384] for i in range(0, len(block), 16_384)]
+    first = HeadersFrame(
+        1, frames[0], flags=["END_STREAM"] + ([] if len(frames) > 1 else ["END_HEADERS"])
+    )
+    rest = [
+        ContinuationFrame(1, chunk, flags=["END_HEADERS"] if i == len(frames) - 2 else [])
+        for i, chunk in enumerate(frames[1:])
+    ]
+    conn.send(first, *rest)
+    goaway = conn.expect_connection_error(ErrorCode.ENHANCE_YOUR_CALM)
     assert goaway is not None
