@@ -276,7 +276,8 @@ async def open_client_connection(
             with trio.move_on_after(config.handshake_timeout):
                 await core.settings_received.wait()
             if core.error is not None or not core.settings_received.is_set():
-                err = ConnectionLostError("the server did not complete the HTTP/2 handshake")
+                why = f": {core.error}" if core.error is not None else ""
+                err = ConnectionLostError(f"the server did not complete the HTTP/2 handshake{why}")
                 err.__cause__ = core.error
                 nursery.cancel_scope.cancel()
                 raise err

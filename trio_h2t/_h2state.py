@@ -24,10 +24,24 @@ long-lived transport (see ``docs/architecture.md``):
    payload is FRAME_SIZE_ERROR (§6.5); the WINDOW_UPDATE reserved bit is ignored
    (§6.9); a PUSH_PROMISE from a client is a PROTOCOL_ERROR before any decoding
    (§8.4); frames the peer had in flight on a stream we reset are ignored, not
-   answered with another RST_STREAM each (§5.1).
-5. **A malformed header block is a stream error** (§8.1.1): h2 raises a
-   connection-killing ProtocolError when validation fails; our stream subclass
-   closes just that stream and the connection answers RST_STREAM(PROTOCOL_ERROR).
+   answered with another RST_STREAM each (§5.1); a frame longer than our
+   SETTINGS_MAX_FRAME_SIZE is a FRAME_SIZE_ERROR from its 9-byte header, before its
+   payload is buffered (§4.2); on a client, a server whose first 9 bytes are not a
+   SETTINGS frame header (an HTTP/1.1 response, an SSH banner) is refused at once,
+   quoting them (§3.4).
+5. **A malformed message is a stream error** (§8.1.1): h2 raises a
+   connection-killing ProtocolError when header validation fails, and
+   InvalidBodyLengthError when a body overruns (or, at END_STREAM, falls short of)
+   its content-length; our stream subclass closes just that stream and the
+   connection answers RST_STREAM(PROTOCOL_ERROR). The same holds for a body on a
+   response to HEAD (h2 expects 0 octets) or on a 204/304 response (RFC 9110
+   §6.4.1), and for a message ended by HEADERS or trailers short of its
+   content-length. A header list over our SETTINGS_MAX_HEADER_LIST_SIZE stays h2's
+   connection error ENHANCE_YOUR_CALM: hpack's decoder stops at the field that
+   crosses the limit, so the rest of the block never reaches the dynamic table and
+   HPACK would desync; decoding on to the end would need our own literal decoder
+   (hpack's copies the rest of the block for each literal, quadratic in a 1 MiB
+   block), so the connection ends instead.
 6. **The header paths are h2's most expensive per-stream code**: received blocks
    are validated in one pass (``_headers.validate_received``, the same verdicts as
    h2's chain of generators), and sent blocks are framed straight into h2's buffer
@@ -60,6 +74,8 @@ from h2.connection import AllowedStreamIDs, ConnectionInputs
 from h2.errors import ErrorCodes
 from h2.exceptions import (
     FrameDataMissingError,
+    FrameTooLargeError,
+    InvalidBodyLengthError,
     ProtocolError,
     StreamClosedError,
     StreamIDTooLowError,
@@ -114,26 +130,55 @@ _FRAME_HEADER = struct.Struct(">HBBBL")
 
 
 class _FrameBuffer(FrameBuffer):
-    """h2's frame buffer, with two RFC 9113 rules hyperframe gets wrong.
+    """h2's frame buffer, with RFC 9113 rules hyperframe and h2 get wrong or late.
 
     - §6.9: the reserved bit of a WINDOW_UPDATE increment MUST be ignored;
       hyperframe range-checks the increment with the bit still set.
     - §6.5: a SETTINGS frame with ACK and a payload is a FRAME_SIZE_ERROR;
       hyperframe's complaint becomes h2's PROTOCOL_ERROR.
+    - §4.2: a frame longer than our SETTINGS_MAX_FRAME_SIZE is a FRAME_SIZE_ERROR
+      as soon as its 9-byte header is here; h2's ``frame_buffer.py`` checks only
+      once the whole payload (up to 16 MiB) is buffered.
+    - §3.4 (client side): the server's preface must begin with a SETTINGS frame
+      header (type 0x4, stream 0, no ACK); anything else (an HTTP/1.1 response, an
+      SSH banner) is refused from its first 9 bytes, quoting them, instead of
+      waiting for a "frame" of millions of bytes that never completes.
 
-    Both are decided from the raw frame header before h2 parses the frame.
+    All are decided from the raw frame header before h2 parses the frame.
     """
+
+    def __init__(self, server: bool = False) -> None:
+        super().__init__(server=server)
+        self._first_checked = server  # owner: reader: the server's preface was checked
 
     def __next__(self) -> Any:
         data = self._data
         if len(data) >= 9:
             length = int.from_bytes(data[0:3], "big")
             kind = data[3]
+            if not self._first_checked:
+                if kind != _SETTINGS or data[4] & 0x1 or int.from_bytes(data[5:9], "big"):
+                    raise ProtocolError(
+                        f"the server did not answer with HTTP/2: {bytes(data[:64])!r}"
+                    )
+                self._first_checked = True
+            if length > self.max_frame_size:
+                raise FrameTooLargeError(
+                    f"frame of {length} bytes, over our SETTINGS_MAX_FRAME_SIZE "
+                    f"{self.max_frame_size}"
+                )
             if kind == _WINDOW_UPDATE and length == 4 and len(data) >= 13:
                 data[9] &= 0x7F
             elif kind == _SETTINGS and data[4] & 0x1 and length:
                 raise FrameDataMissingError("SETTINGS with ACK must have no payload")
         return super().__next__()
+
+
+def _bodiless_status(headers: Any) -> bool:
+    for name, value in headers:
+        if name == b":status":
+            return value in (b"204", b"304")
+    return False
 
 
 class _Malformed(Exception):
@@ -222,11 +267,25 @@ class _Stream(  # type: ignore[misc]  # stream_reset: see below
             ended = machine.process_input(StreamInputs.RECV_END_STREAM)
             event.stream_ended = ended[0]
             events += ended
-        self._initialize_content_length(headers)
         kind = type(event)
         trailer = kind is h2.events.TrailersReceived
         if trailer and not end_stream:
             raise ProtocolError("Trailers must have END_STREAM set")
+        if not trailer:
+            # Not for trailers: h2 would read them as a new message head and forget
+            # the content-length the body must match.
+            self._initialize_content_length(headers)
+            if kind is h2.events.ResponseReceived and _bodiless_status(headers):
+                # RFC 9110 §6.4.1: a 204 or 304 response has no content, whatever
+                # its content-length says (a 304's describes the selected
+                # representation).
+                self._expected_content_length = 0
+        expected = self._expected_content_length
+        if end_stream and expected is not None and expected != self._actual_content_length:
+            # RFC 9113 §8.1.1: the message ends (HEADERS or trailers with END_STREAM)
+            # short of its content-length: malformed. (DATA is checked by h2.)
+            machine.process_input(StreamInputs.SEND_RST_STREAM)
+            raise _Malformed(self.stream_id)
         try:
             validate_received(
                 headers,
@@ -413,6 +472,9 @@ class H2State(h2.connection.H2Connection):
             self._terminate_connection(ErrorCodes.PROTOCOL_ERROR)
             raise ProtocolError("Received frame with invalid padding.") from e
         except ProtocolError as e:
+            # An oversized header list (h2's DenialOfServiceError) stays a connection
+            # error: hpack stopped mid-block, so its dynamic table is out of step
+            # with the peer's (module docstring, item 5).
             if type(e) is ProtocolError and isinstance(e.__cause__, _HPACK_FAILURES):
                 e.error_code = ErrorCodes.COMPRESSION_ERROR  # RFC 9113 §4.3
             self._terminate_connection(e.error_code)
@@ -498,6 +560,31 @@ class H2State(h2.connection.H2Connection):
                 stream_id=bad.stream_id, error_code=ErrorCodes.PROTOCOL_ERROR, remote_reset=False
             )
             return [rst], [event]
+        return result
+
+    def _receive_data_frame(self, frame: DataFrame) -> tuple[list[Any], list[Any]]:
+        # RFC 9113 §8.1.1: a body longer than its content-length (or, at END_STREAM,
+        # shorter; a HEAD response's body is expected empty, RFC 9110 §9.3.2) is a
+        # malformed message: a stream error PROTOCOL_ERROR. h2 raises
+        # InvalidBodyLengthError, a connection error, after the stream consumed the
+        # frame's window: close just the stream and answer as for DATA on a stream
+        # we reset (h2's _handle_data_on_closed_stream: the connection window is
+        # credited, RST_STREAM goes out).
+        try:
+            result: tuple[list[Any], list[Any]] = super()._receive_data_frame(frame)
+        except InvalidBodyLengthError:
+            stream = self.streams[frame.stream_id]
+            stream.state_machine.process_input(StreamInputs.SEND_RST_STREAM)
+            closed = StreamClosedError(frame.stream_id)
+            closed.error_code = ErrorCodes.PROTOCOL_ERROR
+            closed._events = [
+                h2.events.StreamReset(
+                    stream_id=frame.stream_id,
+                    error_code=ErrorCodes.PROTOCOL_ERROR,
+                    remote_reset=False,
+                )
+            ]
+            return h2.connection.H2Connection._handle_data_on_closed_stream(self, [], closed, frame)
         return result
 
     def _receive_push_promise_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
@@ -588,7 +675,9 @@ class H2State(h2.connection.H2Connection):
             raise ProtocolError("Trailers must have END_STREAM set.")
         if machine.client and stream._authority is None:
             stream._authority = authority_from_headers(headers)
-        stream.request_method = extract_method_header(headers)
+        method = extract_method_header(headers)
+        if method is not None:  # not trailers: a HEAD request's response stays bodiless
+            stream.request_method = method
 
         out = self._data_to_send
         size = len(block)

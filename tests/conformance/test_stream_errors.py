@@ -1,0 +1,47 @@
+"""RFC 9113 §8.1.1, §4.2: a peer's stream-level fault resets only its stream; an
+oversized frame is refused from its header (beyond h2spec)."""
+
+from __future__ import annotations
+
+from hyperframe.frame import ContinuationFrame, DataFrame, GoAwayFrame, HeadersFrame, RstStreamFrame
+
+from .harness import ErrorCode, FrameType, H2Client, frame_bytes, request_headers
+
+
+def test_body_over_content_length_resets_only_that_stream(conn: H2Client) -> None:
+    """A DATA frame beyond the content-length: RST_STREAM(PROTOCOL_ERROR) on stream 1
+    only (no GOAWAY), and a request on stream 3 of the same connection completes."""
+    conn.send(conn.open_post(extra=[("content-length", "2")]), DataFrame(1, b"toolong"))
+    rst = conn.expect_frame(RstStreamFrame, 1)
+    assert rst.error_code == ErrorCode.PROTOCOL_ERROR
+    conn.send_request(3)
+    assert conn.read_response(3).status == 200
+    assert not [e for e in conn.received if isinstance(e, GoAwayFrame)]
+
+
+def test_frame_over_max_frame_size_refused_from_its_header(conn: H2Client) -> None:
+    """Only the 9-byte header of a 16,385-byte DATA frame: GOAWAY(FRAME_SIZE_ERROR)
+    arrives without the payload ever being sent (RFC 9113 §4.2)."""
+    header = frame_bytes(FrameType.DATA, 0, 1, b"\x00" * 16_385)[:9]
+    conn.send(conn.open_post(), header)
+    goaway = conn.expect_connection_error(ErrorCode.FRAME_SIZE_ERROR)
+    assert goaway is not None
+
+
+def test_oversized_header_list_is_a_connection_error(conn: H2Client) -> None:
+    """A header list over our SETTINGS_MAX_HEADER_LIST_SIZE (64 KiB) ends the
+    connection with ENHANCE_YOUR_CALM: hpack stops decoding mid-block, so the
+    dynamic table could not stay in sync (docs/errors.md, "On the wire")."""
+    extra = [(f"x-big-{i}", "v" * 4000) for i in range(20)]
+    block = conn.encode_headers([*request_headers(), *extra])
+    frames = [block[i : i + 16_384] for i in range(0, len(block), 16_384)]
+    first = HeadersFrame(
+        1, frames[0], flags=["END_STREAM"] + ([] if len(frames) > 1 else ["END_HEADERS"])
+    )
+    rest = [
+        ContinuationFrame(1, chunk, flags=["END_HEADERS"] if i == len(frames) - 2 else [])
+        for i, chunk in enumerate(frames[1:])
+    ]
+    conn.send(first, *rest)
+    goaway = conn.expect_connection_error(ErrorCode.ENHANCE_YOUR_CALM)
+    assert goaway is not None
