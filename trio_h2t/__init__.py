@@ -4,11 +4,13 @@ General layout: every public name lives in a private ``_module`` and is re-expor
 here with ``from ._x import Y as Y``; tracebacks say ``trio_h2t.Y``. Nothing else is
 public. ``tests/test_exports.py`` checks it.
 
-- Client: :func:`open_connection` (TCP) / :func:`open_client_connection` (any
+- Client: :func:`open_connection` (TCP, optionally TLS) / :func:`open_unix_connection`
+  (Unix socket) / :func:`open_client_connection` (any
   ``trio.abc.Stream``) give a :class:`ClientConnection`; its ``open_stream`` gives
   an :class:`H2Stream`.
-- Server: :func:`serve_tcp` / :func:`serve_connection` run ``handler(stream)`` for
-  each incoming stream.
+- Server: :func:`open_server` / :func:`serve_tcp` (TCP, optionally TLS) /
+  :func:`serve_listeners` (any ``trio.abc.Listener``) / :func:`serve_connection` (any
+  ``trio.abc.Stream``) run ``handler(stream)`` for each incoming stream.
 - Errors: see ``_exceptions.py`` and ``docs/errors.md``.
 """
 
@@ -16,6 +18,7 @@ from ._client import (
     ClientConnection as ClientConnection,
     open_client_connection as open_client_connection,
     open_connection as open_connection,
+    open_unix_connection as open_unix_connection,
 )
 from ._config import TransportConfig as TransportConfig
 from ._exceptions import (
@@ -29,7 +32,9 @@ from ._exceptions import (
 )
 from ._server import (
     H2Server as H2Server,
+    open_server as open_server,
     serve_connection as serve_connection,
+    serve_listeners as serve_listeners,
     serve_tcp as serve_tcp,
 )
 from ._stream import H2Stream as H2Stream
@@ -51,7 +56,10 @@ __all__ = [
     "__version__",
     "open_client_connection",
     "open_connection",
+    "open_server",
+    "open_unix_connection",
     "serve_connection",
+    "serve_listeners",
     "serve_tcp",
 ]
 

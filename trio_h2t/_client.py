@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import os
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
@@ -25,7 +28,15 @@ from ._stream import (
 )
 from ._util import NoPublicConstructor
 
-__all__ = ["ClientConnection", "open_client_connection", "open_connection"]
+__all__ = [
+    "ClientConnection",
+    "open_client_connection",
+    "open_connection",
+    "open_unix_connection",
+]
+
+#: The one application protocol a TLS client offers (RFC 9113 §3.2; RFC 7301 ALPN).
+ALPN_H2 = "h2"
 
 
 @final
@@ -325,17 +336,99 @@ async def open_connection(
     host: str,
     port: int,
     *,
+    ssl_context: ssl.SSLContext | None = None,
+    connect_timeout: float | None = None,
     config: TransportConfig | None = None,
 ) -> AsyncIterator[ClientConnection]:
-    """Connect over TCP (h2c, prior knowledge) and run a client connection.
+    """Connect over TCP and run a client connection: h2c (prior knowledge), or
+    HTTP/2 over TLS (scheme "https") when ``ssl_context`` is given.
 
-    Checkpoint: always. See :func:`open_client_connection`.
+    With ``ssl_context``, this calls ``ssl_context.set_alpn_protocols(["h2"])`` on
+    the context you pass (an ``SSLContext`` cannot be copied), verifies the server
+    as ``host`` (``server_hostname``), and requires the server to select "h2"
+    (RFC 9113 §3.2). ``connect_timeout`` bounds the TCP connect and TLS handshake
+    (``None``: no bound); the HTTP/2 handshake is bounded by
+    ``config.handshake_timeout``.
+
+    Checkpoint: always. On cancellation: the socket is closed; nothing remains. See
+    :func:`open_client_connection`.
+
+    Raises:
+        ConnectionLostError: cannot connect (the reason is in the message), no
+            connection within ``connect_timeout``, the TLS handshake failed, or the
+            server did not select ALPN "h2".
+    """
+    where = f"{host}:{port}"
+    deadline = math.inf if connect_timeout is None else connect_timeout
+    transport: trio.abc.Stream | None = None
+    try:
+        with trio.fail_after(deadline):
+            try:
+                transport = await trio.open_tcp_stream(host, port)
+            except OSError as exc:
+                raise ConnectionLostError(f"cannot connect to {where}: {_reason(exc)}") from exc
+            if ssl_context is not None:
+                transport = await _start_tls(transport, ssl_context, host, where)
+    except trio.TooSlowError as exc:
+        if transport is not None:
+            await trio.aclose_forcefully(transport)
+        raise ConnectionLostError(
+            f"cannot connect to {where}: no connection within connect_timeout={connect_timeout} s"
+        ) from exc
+    scheme, default_port = ("https", 443) if ssl_context is not None else ("http", 80)
+    name = f"[{host}]" if ":" in host else host  # RFC 3986 §3.2.2: IPv6 in brackets
+    authority = f"{name}:{port}" if port != default_port else name
+    async with open_client_connection(
+        transport, authority=authority, scheme=scheme, config=config
+    ) as conn:
+        yield conn
+
+
+async def _start_tls(
+    tcp: trio.SocketStream, ssl_context: ssl.SSLContext, host: str, where: str
+) -> trio.SSLStream[trio.SocketStream]:
+    ssl_context.set_alpn_protocols([ALPN_H2])
+    tls = trio.SSLStream(tcp, ssl_context, server_hostname=host, https_compatible=True)
+    try:
+        await tls.do_handshake()
+    except trio.BrokenResourceError as exc:
+        await trio.aclose_forcefully(tls)
+        raise ConnectionLostError(
+            f"TLS handshake with {where} failed: {exc.__cause__ or exc}"
+        ) from exc
+    except BaseException:
+        await trio.aclose_forcefully(tls)
+        raise
+    selected = tls.selected_alpn_protocol()
+    if selected != ALPN_H2:
+        await trio.aclose_forcefully(tls)
+        raise ConnectionLostError(
+            f"{where} did not select HTTP/2 by ALPN (offered 'h2', server selected {selected!r});"
+            " RFC 9113 §3.2 requires ALPN 'h2' for HTTP/2 over TLS"
+        )
+    return tls
+
+
+@asynccontextmanager
+async def open_unix_connection(
+    path: str | os.PathLike[str],
+    *,
+    config: TransportConfig | None = None,
+) -> AsyncIterator[ClientConnection]:
+    """Connect to a Unix socket at ``path`` (h2c, prior knowledge; authority
+    "localhost") and run a client connection.
+
+    Checkpoint: always. On cancellation: the socket is closed; nothing remains. See
+    :func:`open_client_connection`.
+
+    Raises:
+        ConnectionLostError: cannot connect (the reason is in the message).
     """
     try:
-        transport = await trio.open_tcp_stream(host, port)
+        transport = await trio.open_unix_socket(os.fspath(path))
     except OSError as exc:
-        raise ConnectionLostError(f"cannot connect to {host}:{port}: {_reason(exc)}") from exc
-    name = f"[{host}]" if ":" in host else host  # RFC 3986 §3.2.2: IPv6 in brackets
-    authority = f"{name}:{port}" if port != 80 else name
-    async with open_client_connection(transport, authority=authority, config=config) as conn:
+        raise ConnectionLostError(
+            f"cannot connect to unix socket {os.fspath(path)!r}: {exc.strerror or exc}"
+        ) from exc
+    async with open_client_connection(transport, authority="localhost", config=config) as conn:
         yield conn

@@ -1,0 +1,230 @@
+"""serve_listeners / serve_tcp / open_server over TCP, TLS (ALPN h2) and Unix sockets;
+open_connection with TLS and connect_timeout; open_unix_connection."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import ssl
+from pathlib import Path
+
+import pytest
+import trio
+import trustme
+
+import trio_h2t
+
+#: Upper bound for any test here (seconds).
+LIMIT = 20
+
+
+async def handler(stream: trio_h2t.H2Stream) -> None:
+    """Answer every request with 200 and the scheme it was made with."""
+    scheme = dict(stream.headers or []).get(b":scheme", b"?")
+    await stream.send_headers([(":status", "200")])
+    await stream.send_data(b"hello " + scheme, end_stream=True)
+
+
+@pytest.fixture
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture
+def server_ctx(ca: trustme.CA) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(ctx)
+    return ctx
+
+
+@pytest.fixture
+def client_ctx(ca: trustme.CA) -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    return ctx
+
+
+async def test_tls_round_trip(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> None:
+    """A TLS client and server agree on h2 by ALPN and exchange a request with scheme https."""
+    with trio.fail_after(LIMIT):
+        async with (
+            trio_h2t.open_server(handler, 0, host="127.0.0.1", ssl_context=server_ctx) as server,
+            trio_h2t.open_connection("127.0.0.1", server.port, ssl_context=client_ctx) as conn,
+        ):
+            assert conn.scheme == b"https"
+            head, body, _ = await conn.request("GET", "/")
+            assert dict(head)[b":status"] == b"200"
+            assert body == b"hello https"
+
+
+async def test_tls_client_offering_only_http11_is_closed(
+    server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext
+) -> None:
+    """A TLS client that offers only http/1.1 is disconnected right after the handshake."""
+    with trio.fail_after(LIMIT):
+        async with trio_h2t.open_server(
+            handler, 0, host="127.0.0.1", ssl_context=server_ctx
+        ) as server:
+            client_ctx.set_alpn_protocols(["http/1.1"])
+            tcp = await trio.open_tcp_stream("127.0.0.1", server.port)
+            tls = trio.SSLStream(tcp, client_ctx, server_hostname="127.0.0.1")
+            await tls.do_handshake()
+            assert tls.selected_alpn_protocol() is None
+            try:  # the server closes: EOF, or a broken stream (no close_notify)
+                data = await tls.receive_some()
+            except trio.BrokenResourceError:
+                data = b""
+            assert data == b""
+            await trio.aclose_forcefully(tls)
+
+
+async def test_client_refuses_server_without_h2(
+    server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext
+) -> None:
+    """open_connection raises ConnectionLostError naming ALPN when the server does not pick h2."""
+    server_ctx.set_alpn_protocols(["http/1.1"])
+    with trio.fail_after(LIMIT):
+        listeners = await trio.open_ssl_over_tcp_listeners(0, server_ctx, host="127.0.0.1")
+        tcp_listener = listeners[0].transport_listener
+        assert isinstance(tcp_listener, trio.SocketListener)
+        port = tcp_listener.socket.getsockname()[1]
+
+        async def accept_and_handshake(task_status: trio.TaskStatus[None]) -> None:
+            task_status.started()
+            stream = await listeners[0].accept()
+            try:
+                await stream.do_handshake()
+                await stream.receive_some()
+            except trio.BrokenResourceError:
+                pass
+            await trio.aclose_forcefully(stream)
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(accept_and_handshake)
+            with pytest.raises(trio_h2t.ConnectionLostError, match="ALPN"):
+                async with trio_h2t.open_connection("127.0.0.1", port, ssl_context=client_ctx):
+                    pass  # pragma: no cover
+        await listeners[0].aclose()
+
+
+async def test_curl_over_tls(server_ctx: ssl.SSLContext, ca: trustme.CA, tmp_path: Path) -> None:
+    """Real curl --http2 over TLS with our CA fetches from serve_tcp(ssl_context=...)."""
+    curl = shutil.which("curl")
+    version = b""
+    if curl is not None:
+        version = (await trio.run_process([curl, "-V"], capture_stdout=True)).stdout
+    if curl is None or b"HTTP2" not in version:
+        pytest.skip("curl without HTTP/2 support")
+    cafile = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(cafile))
+    with trio.fail_after(LIMIT):
+        async with trio_h2t.open_server(
+            handler, 0, host="127.0.0.1", ssl_context=server_ctx
+        ) as server:
+            url = f"https://127.0.0.1:{server.port}/"
+            args = [curl, "-sS", "--http2", "--cacert", str(cafile), "-w", " %{http_version}", url]
+            done = await trio.run_process(args, capture_stdout=True, capture_stderr=True)
+            assert done.stdout == b"hello https 2"
+
+
+@pytest.fixture
+def unix_path(tmp_path: Path) -> Path:
+    return tmp_path / "h2.sock"
+
+
+async def test_unix_socket_both_ways(unix_path: Path) -> None:
+    """serve_listeners over an AF_UNIX SocketListener talks to open_unix_connection."""
+    with trio.fail_after(LIMIT):
+        sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        await sock.bind(str(unix_path))
+        sock.listen()
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(
+                trio_h2t.serve_listeners, handler, [trio.SocketListener(sock)]
+            )
+            with pytest.raises(RuntimeError, match="no TCP listener"):
+                _ = server.port
+            async with trio_h2t.open_unix_connection(unix_path) as conn:
+                assert conn.authority == b"localhost"
+                _, body, _ = await conn.request("GET", "/")
+                assert body == b"hello http"
+            await server.aclose()
+        assert sock.fileno() == -1
+
+
+async def test_cancelled_serve_tcp_closes_its_listener() -> None:
+    """A cancelled serve_tcp closes its listening socket: a new connect is refused."""
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(
+                functools.partial(trio_h2t.serve_tcp, handler, 0, host="127.0.0.1")
+            )
+            port = server.port
+            nursery.cancel_scope.cancel()
+        with pytest.raises(OSError, match="connect") as info:
+            await trio.open_tcp_stream("127.0.0.1", port)
+        refused = info.value.__cause__
+        while isinstance(refused, BaseExceptionGroup):
+            refused = refused.exceptions[0]
+        assert isinstance(refused, ConnectionRefusedError)
+
+
+async def test_port_answers_after_aclose_started() -> None:
+    """H2Server.port still answers once aclose has started (and after it returns)."""
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(
+                functools.partial(trio_h2t.serve_tcp, handler, 0, host="127.0.0.1")
+            )
+            port = server.port
+            nursery.start_soon(server.aclose)
+            await trio.testing.wait_all_tasks_blocked()
+            assert server.port == port
+        assert server.port == port
+
+
+async def test_cancelling_aclose_still_stops_the_server() -> None:
+    """aclose cancelled mid-drain still stops the server (its nursery is cancelled)."""
+    release = trio.Event()
+
+    async def slow(stream: trio_h2t.H2Stream) -> None:
+        await release.wait()  # never set: the drain could only end by its grace
+
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(
+                functools.partial(trio_h2t.serve_tcp, slow, 0, host="127.0.0.1")
+            )
+            async with trio_h2t.open_connection("127.0.0.1", server.port) as conn:  # noqa: SIM117
+                async with conn.open_stream(conn.request_headers("GET", "/"), end_stream=True):
+                    await trio.testing.wait_all_tasks_blocked()
+                    with trio.move_on_after(0.2) as scope:
+                        await server.aclose(grace=60)
+                    assert scope.cancelled_caught
+        # The serve_tcp nursery exited long before grace=60: the server stopped.
+
+
+async def test_open_server_typed_use() -> None:
+    """open_server yields a running H2Server with an int port; leaving stops it."""
+    with trio.fail_after(LIMIT):
+        async with trio_h2t.open_server(handler, 0, host="127.0.0.1") as server:
+            port: int = server.port
+            async with trio_h2t.open_connection("127.0.0.1", port) as conn:
+                _, body, _ = await conn.request("GET", "/")
+                assert body == b"hello http"
+        with pytest.raises(OSError, match="connect"):
+            await trio.open_tcp_stream("127.0.0.1", port)
+
+
+async def test_connect_timeout_names_the_timeout() -> None:
+    """A TLS handshake that never completes fails with ConnectionLostError after connect_timeout."""
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = listener.socket.getsockname()[1]
+    ctx = ssl.create_default_context()
+    with trio.fail_after(LIMIT):
+        with pytest.raises(trio_h2t.ConnectionLostError, match="connect_timeout"):
+            async with trio_h2t.open_connection(
+                "127.0.0.1", port, ssl_context=ctx, connect_timeout=0.2
+            ):
+                pass  # pragma: no cover
+    await listener.aclose()
