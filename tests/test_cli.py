@@ -431,11 +431,9 @@ async def test_fetch_unreachable(closed_port: int, tmp_path: Path) -> None:
     assert not target.exists()
 
 
-@pytest.mark.parametrize(
-    "url", ["https://127.0.0.1/", "ftp://host/x", "127.0.0.1:80/x", "http:///x", "http://h:99999/"]
-)
+@pytest.mark.parametrize("url", ["ftp://host/x", "127.0.0.1:80/x", "http:///x", "http://h:99999/"])
 async def test_fetch_bad_url(url: str) -> None:
-    """Only http:// URLs with a host and a valid port are accepted."""
+    """Only http:// and https:// URLs with a host and a valid port are accepted."""
     with pytest.raises(UsageError):
         await fetch(url, out=MemoryWriter())
 
@@ -488,8 +486,8 @@ def test_unreachable_exits_2(closed_port: int) -> None:
 
 
 def test_non_http_url_exits_2() -> None:
-    """https:// (or any non-http URL) is refused with exit 2."""
-    assert_clean_failure(run_cli("get", "https://example.com/"), "only http:// URLs")
+    """A URL that is neither http:// nor https:// is refused with exit 2."""
+    assert_clean_failure(run_cli("get", "ftp://example.com/"), "only http:// (h2c) and https://")
 
 
 @pytest.mark.parametrize(
@@ -521,7 +519,7 @@ def test_main_in_process_bad_url(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["get", "gopher://x/"])
     assert info.value.code == EXIT_FAILURE
-    assert "only http:// URLs" in capsys.readouterr().err
+    assert "only http:// (h2c) and https:// URLs" in capsys.readouterr().err
 
 
 def test_serve_port_in_use_exits_2() -> None:
@@ -614,3 +612,48 @@ async def test_small_files_are_cached_for_at_most_a_second(
     (root / "hello.txt").unlink()
     mock_clock.jump(1.1)
     assert (await request(conn, "GET", "/hello.txt")).status == 404
+
+
+async def test_serve_tls_and_get_with_cacert(root: Path, tmp_path: Path) -> None:
+    """``serve --certfile --keyfile`` serves h2 over TLS; ``get https://... --cacert`` fetches."""
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    certfile, keyfile, cafile = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    cert.cert_chain_pems[0].write_to_path(str(certfile))
+    cert.private_key_pem.write_to_path(str(keyfile))
+    ca.cert_pem.write_to_path(str(cafile))
+    argv = [*CLI, "serve", "--port", "0", "--root", str(root)]
+    argv += ["--certfile", str(certfile), "--keyfile", str(keyfile)]
+    proc = await trio.lowlevel.open_process(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die_with_parent
+    )
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    try:
+        with trio.fail_after(PROC_TIMEOUT):
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = await proc.stdout.receive_some(1)
+                assert chunk, f"the server exited before listening: {line!r}"
+                line += chunk
+            assert line.startswith(b"serving on https://127.0.0.1:"), line
+            url = line.decode().strip().removeprefix("serving on ")
+            get = [*CLI, "get", "--cacert", str(cafile), f"{url}/hello.txt"]
+            got = await trio.run_process(get, capture_stdout=True)
+            assert got.stdout == b"hello, world\n"
+            untrusted = await trio.run_process(
+                [*CLI, "get", f"{url}/hello.txt"], capture_stderr=True, check=False
+            )
+            assert untrusted.returncode == 2
+            assert b"TLS handshake" in untrusted.stderr
+            proc.send_signal(signal.SIGTERM)
+            await proc.wait()
+    finally:
+        with trio.CancelScope(shield=True):
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            await proc.stdout.aclose()
+            await proc.stderr.aclose()
+    assert proc.returncode == 0

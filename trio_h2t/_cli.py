@@ -8,12 +8,15 @@ Usage::
 (``python -m trio_h2t ...`` is the same command.) Both speak h2c with prior knowledge:
 HTTP/2 over cleartext TCP, no TLS and no HTTP/1.1 upgrade, which is what
 ``curl --http2-prior-knowledge``, ``nghttp`` and ``h2load`` speak to ``http://`` URLs.
+With ``serve --certfile FILE --keyfile FILE`` the server speaks HTTP/2 over TLS (ALPN
+"h2" only; ``curl --http2`` to ``https://`` URLs), and ``get https://...`` connects
+with TLS, trusting ``--cacert FILE`` or, without it, the system's CAs.
 
 ``serve``
     Serves the files under ``--root`` (default: the current directory) and prints one
-    line, ``serving on http://HOST:PORT``, once it listens (``--port 0`` picks a free
-    port; the line has the real one). SIGINT or SIGTERM stops it gracefully: it stops
-    accepting, sends GOAWAY, and lets open streams finish for up to
+    line, ``serving on http://HOST:PORT`` (``https://`` with TLS), once it listens
+    (``--port 0`` picks a free port; the line has the real one). SIGINT or SIGTERM
+    stops it gracefully: it stops accepting, sends GOAWAY, and lets open streams finish for up to
     ``TransportConfig.graceful_close_timeout`` (10 s); a second signal stops it at
     once. Requests:
 
@@ -33,7 +36,7 @@ HTTP/2 over cleartext TCP, no TLS and no HTTP/1.1 upgrade, which is what
     Sends one request and writes the response body to stdout (or ``-o FILE``).
     ``-d DATA`` sends a body (``-d @FILE`` reads it from FILE) and makes the default
     method POST; ``-H`` adds a header; ``-v`` prints the request and response heads
-    (and trailers) to stderr. Only ``http://`` URLs.
+    (and trailers) to stderr. ``http://`` (h2c) and ``https://`` (TLS) URLs.
 
 Exit status: 0 on success (for ``get``: a status below 400); 22 when ``get`` received
 a status of 400 or more (the body is still written, like ``curl --fail-with-body``);
@@ -51,6 +54,7 @@ import logging
 import mimetypes
 import os
 import signal
+import ssl
 import stat
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -328,21 +332,26 @@ async def serve(
     port: int,
     root: str | os.PathLike[str],
     max_concurrent_streams: int = 100,
+    ssl_context: ssl.SSLContext | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run ``trio-h2t serve`` until SIGINT or SIGTERM; report the port to ``task_status``.
 
     The first signal closes the server gracefully (``H2Server.aclose``); a second
-    one cancels the drain. Checkpoint: always.
+    one cancels the drain. With ``ssl_context``, HTTP/2 over TLS (ALPN "h2").
+    Checkpoint: always.
     """
     handler = make_handler(root)
     config = TransportConfig(max_concurrent_streams=max_concurrent_streams)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             server = await nursery.start(
-                functools.partial(serve_tcp, handler, port, host=host, config=config)
+                functools.partial(
+                    serve_tcp, handler, port, host=host, ssl_context=ssl_context, config=config
+                )
             )
-            print(f"serving on http://{_url_host(host)}:{server.port}", flush=True)
+            scheme = "https" if ssl_context is not None else "http"
+            print(f"serving on {scheme}://{_url_host(host)}:{server.port}", flush=True)
             task_status.started(server.port)
             async for signum in signals:
                 print(f"{PROG}: {signal.Signals(signum).name}: stopping", file=sys.stderr)
@@ -371,20 +380,21 @@ class AsyncWriter(Protocol):
     async def flush(self) -> None: ...
 
 
-def _parse_url(url: str) -> tuple[str, int, str, str]:
-    """``http://host[:port]/path?query`` -> (host, port, authority, path)."""
+def _parse_url(url: str) -> tuple[str, str, int, str, str]:
+    """``http[s]://host[:port]/path?query`` -> (scheme, host, port, authority, path)."""
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
         raise UsageError(f"bad URL {url!r}: {exc}") from None
-    if parts.scheme.lower() != "http":
-        raise UsageError(f"only http:// URLs are supported (h2c), not {url!r}")
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise UsageError(f"only http:// (h2c) and https:// URLs are supported, not {url!r}")
     if not parts.hostname:
         raise UsageError(f"no host in URL {url!r}")
     authority = parts.netloc.rpartition("@")[2]
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return parts.hostname, port or 80, authority, path
+    return scheme, parts.hostname, port or (443 if scheme == "https" else 80), authority, path
 
 
 def _parse_header(text: str) -> tuple[str, str]:
@@ -415,10 +425,12 @@ async def fetch(
     headers: Sequence[tuple[str, str]] = (),
     verbose: bool = False,
     err: TextIO | None = None,
+    cacert: str | None = None,
 ) -> int:
     """Run ``trio-h2t get``: one request; the body goes to ``out`` (or the file
     ``output``, created once the connection is up; default stdout). Returns the exit
-    status (0, 22 for a status >= 400).
+    status (0, 22 for a status >= 400). ``https://`` URLs use TLS with ALPN "h2",
+    trusting ``cacert`` (a PEM file) or, without it, the system's CAs.
 
     Raises:
         UsageError: a bad URL.
@@ -429,18 +441,21 @@ async def fetch(
     Checkpoint: always.
     """
     err = err if err is not None else sys.stderr
-    host, port, authority, path = _parse_url(url)
+    scheme, host, port, authority, path = _parse_url(url)
+    ssl_context = None
+    if scheme == "https":
+        ssl_context = ssl.create_default_context(cafile=cacert)
     method = method or ("POST" if data is not None else "GET")
     request = [
         (":method", method),
-        (":scheme", "http"),
+        (":scheme", scheme),
         (":authority", authority),
         (":path", path),
         *headers,
     ]
     if data is not None and not any(name == "content-length" for name, _ in headers):
         request.append(("content-length", str(len(data))))
-    async with open_connection(host, port) as conn:
+    async with open_connection(host, port, ssl_context=ssl_context) as conn:
         if verbose:
             for name, value in request:
                 print(f"> {name}: {value}", file=err)
@@ -494,7 +509,8 @@ def _port(text: str) -> int:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG, description="h2c (HTTP/2 prior knowledge) server and client on trio_h2t."
+        prog=PROG,
+        description="HTTP/2 server and client on trio_h2t: h2c, or TLS with ALPN h2.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,get}")
 
@@ -509,9 +525,12 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="SETTINGS_MAX_CONCURRENT_STREAMS to advertise (default: %(default)s)",
     )
+    p.add_argument("--certfile", metavar="FILE", help="PEM certificate chain: serve over TLS")
+    p.add_argument("--keyfile", metavar="FILE", help="PEM private key (with --certfile)")
 
     g = sub.add_parser("get", help="send one request; print the response body")
-    g.add_argument("url", help="http://host[:port]/path")
+    g.add_argument("url", help="http[s]://host[:port]/path")
+    g.add_argument("--cacert", metavar="FILE", help="PEM CA certificates to trust (https)")
     g.add_argument("-o", "--output", metavar="FILE", help="write the body to FILE")
     g.add_argument("-X", "--request", dest="method", metavar="METHOD", help="request method")
     g.add_argument("-d", "--data", metavar="DATA", help="request body; @FILE reads FILE")
@@ -576,6 +595,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             if not Path(args.root).is_dir():
                 raise UsageError(f"--root: not a directory: {args.root!r}")
+            ssl_context = None
+            if args.keyfile is not None and args.certfile is None:
+                raise UsageError("--keyfile needs --certfile")
+            if args.certfile is not None:
+                ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+                try:
+                    ssl_context.load_cert_chain(args.certfile, args.keyfile)
+                except (OSError, ssl.SSLError) as exc:
+                    raise UsageError(f"--certfile/--keyfile: {exc}") from None
             logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
             try:
                 _run(
@@ -585,6 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         port=args.port,
                         root=args.root,
                         max_concurrent_streams=args.max_concurrent_streams,
+                        ssl_context=ssl_context,
                     )
                 )
             except OSError as exc:
@@ -602,6 +631,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 data=_read_data(args.data),
                 headers=headers,
                 verbose=args.verbose,
+                cacert=args.cacert,
             )
         )
     except _EXPECTED as exc:
