@@ -65,9 +65,10 @@ from ._stream import H2Stream, HeaderList
 __all__ = ["ConnectionCore", "Handler"]
 
 log = logging.getLogger("trio_h2t")
-# hpack logs at DEBUG per header; even disabled, those calls cost 3-5 % (peers §1.6).
-logging.getLogger("hpack").setLevel(logging.WARNING)
-logging.getLogger("hpack.hpack").setLevel(logging.WARNING)
+# hpack logs at DEBUG per header; with its logger at NOTSET each call walks up to
+# the root logger once per level change (the result is cached). Importing us leaves
+# logging alone (no process-wide side effect); docs/architecture.md tells
+# applications how to pin the "hpack" logger themselves.
 
 Handler = Callable[[H2Stream], Awaitable[None]]
 
