@@ -482,7 +482,7 @@ class ConnectionCore:
 
     def _on_bdp_ack(self) -> None:
         assert self._bdp is not None
-        window = self._bdp.calculate()
+        window = self._bdp.calculate(trio.current_time())
         if not window:
             return
         self.initial_window_size = window
@@ -632,7 +632,7 @@ class ConnectionCore:
 
     def on_ping_written(self, data: bytes) -> None:
         if data == BDP_PING_DATA and self._bdp is not None:
-            self._bdp.timesnap()
+            self._bdp.timesnap(trio.current_time())
 
     def on_goaway_written(self, last_stream_id: int) -> None:
         self.goaway_sent_last_id = last_stream_id
