@@ -15,8 +15,8 @@ idleness suppresses the autojump, so virtual time passes only in the
 that does nothing does not touch the world at all, so shrinking can delete it.
 Hypothesis also draws ``st.random_module()``, which seeds Trio's scheduler (Trio
 registers its ``Random`` with Hypothesis), so the order in which runnable tasks run
-is part of each example, and an example replays exactly (the BDP estimator's
-``perf_counter`` is replaced by the mock clock for the same reason).
+is part of each example, and an example replays exactly (the BDP estimator is
+given ``trio.current_time()``, the mock clock's, for the same reason).
 
 Why a command-driven world rather than scripted handlers: each side of each stream
 has a *sender* and a *receiver* task executing commands from the rules (send n bytes,
@@ -94,7 +94,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import outcome
@@ -111,7 +110,6 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import trio_h2t._flow
 from trio_h2t import (
     ClientConnection,
     ConnectionClosingError,
@@ -355,12 +353,6 @@ class _Host:
             assert self.queue, "the guest run stopped scheduling itself"
             self.queue.popleft()()
         raise AssertionError(f"livelock: the world did not settle in {MAX_TICKS} ticks")
-
-
-def _fake_time() -> SimpleNamespace:
-    # The BDP estimator times round trips with time.perf_counter(); on the mock clock
-    # they are deterministic, so each example replays exactly.
-    return SimpleNamespace(perf_counter=trio.current_time)
 
 
 # ---------------------------------------------------------------------- strategies
@@ -1436,9 +1428,8 @@ def _settings() -> settings:
     )
 
 
-def test_connection_stateful(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_connection_stateful() -> None:
     """Random streams, data, resets, cancellations and closes keep every invariant."""
-    monkeypatch.setattr(trio_h2t._flow, "time", _fake_time())
     run_state_machine_as_test(ConnectionMachine, settings=_settings())
 
 

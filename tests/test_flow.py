@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from trio_h2t import _flow
 from trio_h2t._flow import BdpEstimator, ConnectionInFlow, StreamInFlow
 
 MAX_WINDOW = 2**31 - 1
@@ -173,24 +172,7 @@ def test_stream_in_flow_conserves_credit(
 # ============================================================ BdpEstimator
 
 
-class _FakeTime:
-    """Stands in for the ``time`` module inside ``_flow`` (only ``perf_counter``)."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def perf_counter(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> _FakeTime:
-    fake = _FakeTime()
-    monkeypatch.setattr(_flow, "time", fake)
-    return fake
-
-
-def test_bdp_pings_once_per_round_trip(clock: _FakeTime) -> None:
+def test_bdp_pings_once_per_round_trip() -> None:
     """add asks for a ping on the first frame only, until the ping is acked."""
     bdp = BdpEstimator(initial=65_535, limit=16 * 2**20)
     assert bdp.add(1000) is True
@@ -199,56 +181,68 @@ def test_bdp_pings_once_per_round_trip(clock: _FakeTime) -> None:
     assert bdp.sample == 3000
 
 
-def test_bdp_ack_before_the_ping_was_written_is_ignored(clock: _FakeTime) -> None:
+def test_bdp_ack_before_the_ping_was_written_is_ignored() -> None:
     """An ack without a timesnap (ping never written) yields no estimate and re-arms."""
     bdp = BdpEstimator(initial=65_535, limit=16 * 2**20)
     bdp.add(50_000)
-    assert bdp.calculate() == 0
+    assert bdp.calculate(100.0) == 0
     assert bdp.add(10) is True
 
 
-def test_bdp_grows_to_twice_a_full_sample(clock: _FakeTime) -> None:
+def test_bdp_grows_to_twice_a_full_sample() -> None:
     """A round trip that fills 2/3 of the window at peak bandwidth doubles the sample."""
     bdp = BdpEstimator(initial=65_535, limit=16 * 2**20)
     bdp.add(16_384)
-    bdp.timesnap()
+    now = 100.0
+    bdp.timesnap(now)
     for _ in range(3):
         bdp.add(16_384)
-    clock.now += 0.01
-    assert bdp.calculate() == 2 * 4 * 16_384
+    now = 100.01
+    assert bdp.calculate(now) == 2 * 4 * 16_384
     assert bdp.bdp == 2 * 4 * 16_384
 
 
-def test_bdp_small_sample_does_not_grow(clock: _FakeTime) -> None:
+def test_bdp_small_sample_does_not_grow() -> None:
     """A round trip carrying under 2/3 of the window leaves it alone."""
     bdp = BdpEstimator(initial=65_535, limit=16 * 2**20)
     bdp.add(1000)
-    bdp.timesnap()
-    clock.now += 0.01
-    assert bdp.calculate() == 0
+    now = 100.0
+    bdp.timesnap(now)
+    now = 100.01
+    assert bdp.calculate(now) == 0
     assert bdp.bdp == 65_535
 
 
-def test_bdp_is_capped_and_stops_pinging_at_the_limit(clock: _FakeTime) -> None:
+def test_bdp_is_capped_and_stops_pinging_at_the_limit() -> None:
     """Growth stops at ``limit``; once there, no more pings are asked for."""
     bdp = BdpEstimator(initial=65_535, limit=100_000)
     bdp.add(90_000)
-    bdp.timesnap()
-    clock.now += 0.01
-    assert bdp.calculate() == 100_000
+    now = 100.0
+    bdp.timesnap(now)
+    now = 100.01
+    assert bdp.calculate(now) == 100_000
     assert bdp.add(90_000) is False
 
 
-def test_bdp_does_not_grow_below_peak_bandwidth(clock: _FakeTime) -> None:
+def test_bdp_does_not_grow_below_peak_bandwidth() -> None:
     """A full sample that is slower than the best seen so far does not grow the window."""
     bdp = BdpEstimator(initial=65_535, limit=16 * 2**20)
     bdp.add(60_000)
-    bdp.timesnap()
-    clock.now += 0.001
-    first = bdp.calculate()
+    now = 100.0
+    bdp.timesnap(now)
+    now = 100.001
+    first = bdp.calculate(now)
     assert first == 120_000
     bdp.add(100_000)
-    bdp.timesnap()
-    clock.now += 1.0  # much slower round trip: lower bandwidth than the peak
-    assert bdp.calculate() == 0
+    bdp.timesnap(now)
+    now = 101.001  # much slower round trip: lower bandwidth than the peak
+    assert bdp.calculate(now) == 0
     assert bdp.bdp == first
+
+
+def test_bdp_ping_at_mock_clock_time_zero_is_timed() -> None:
+    """A ping written at t=0 (a MockClock's start) still times its round trip."""
+    bdp = BdpEstimator(initial=65_535, limit=16 * 2**20)
+    bdp.add(60_000)
+    bdp.timesnap(0.0)
+    assert bdp.calculate(0.001) == 120_000

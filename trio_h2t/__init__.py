@@ -38,6 +38,7 @@ from ._server import (
     serve_tcp as serve_tcp,
 )
 from ._stream import H2Stream as H2Stream
+from ._streamview import H2StreamView as H2StreamView
 from ._util import fixup_module_metadata as _fixup_module_metadata
 from ._version import __version__ as __version__
 
@@ -48,6 +49,7 @@ __all__ = [
     "H2ProtocolError",
     "H2Server",
     "H2Stream",
+    "H2StreamView",
     "LocalProtocolError",
     "RemoteProtocolError",
     "StreamRefusedError",

@@ -65,9 +65,10 @@ from ._stream import H2Stream, HeaderList
 __all__ = ["ConnectionCore", "Handler"]
 
 log = logging.getLogger("trio_h2t")
-# hpack logs at DEBUG per header; even disabled, those calls cost 3-5 % (peers §1.6).
-logging.getLogger("hpack").setLevel(logging.WARNING)
-logging.getLogger("hpack.hpack").setLevel(logging.WARNING)
+# hpack logs at DEBUG per header; with its logger at NOTSET each call walks up to
+# the root logger once per level change (the result is cached). Importing us leaves
+# logging alone (no process-wide side effect); docs/architecture.md tells
+# applications how to pin the "hpack" logger themselves.
 
 Handler = Callable[[H2Stream], Awaitable[None]]
 
@@ -481,7 +482,7 @@ class ConnectionCore:
 
     def _on_bdp_ack(self) -> None:
         assert self._bdp is not None
-        window = self._bdp.calculate()
+        window = self._bdp.calculate(trio.current_time())
         if not window:
             return
         self.initial_window_size = window
@@ -631,7 +632,7 @@ class ConnectionCore:
 
     def on_ping_written(self, data: bytes) -> None:
         if data == BDP_PING_DATA and self._bdp is not None:
-            self._bdp.timesnap()
+            self._bdp.timesnap(trio.current_time())
 
     def on_goaway_written(self, last_stream_id: int) -> None:
         self.goaway_sent_last_id = last_stream_id

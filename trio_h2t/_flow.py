@@ -27,7 +27,6 @@ Conservation (checked by the tests): for each stream,
 
 from __future__ import annotations
 
-import time
 from typing import final
 
 __all__ = ["BdpEstimator", "ConnectionInFlow", "StreamInFlow"]
@@ -165,7 +164,7 @@ class BdpEstimator:
         self.sample = 0
         self.bw_max = 0.0
         self.is_sent = False
-        self.sent_at = 0.0
+        self.sent_at: float | None = None  # when loopy wrote the ping (caller's clock)
         self.rtt = 0.0
         self.sample_count = 0
 
@@ -176,22 +175,26 @@ class BdpEstimator:
         if not self.is_sent:
             self.is_sent = True
             self.sample = n
-            self.sent_at = 0.0
+            self.sent_at = None
             self.sample_count += 1
             return True
         self.sample += n
         return False
 
-    def timesnap(self) -> None:
-        """Loopy wrote the BDP ping: start the round-trip clock."""
-        self.sent_at = time.perf_counter()
+    def timesnap(self, now: float) -> None:
+        """Loopy wrote the BDP ping at ``now`` (the caller's clock): start the round trip."""
+        self.sent_at = now
 
-    def calculate(self) -> int:
-        """The BDP ping was acked; return the new window size, or 0 to keep it."""
-        if not self.is_sent or self.sent_at == 0.0:
+    def calculate(self, now: float) -> int:
+        """The BDP ping was acked at ``now``; return the new window size, or 0 to keep it.
+
+        ``now`` comes from the caller (``trio.current_time()``), so the estimator reads
+        no clock of its own and a ``MockClock`` drives it.
+        """
+        if not self.is_sent or self.sent_at is None:
             self.is_sent = False
             return 0
-        rtt_sample = max(time.perf_counter() - self.sent_at, 1e-6)
+        rtt_sample = max(now - self.sent_at, 1e-6)
         if self.sample_count < 10:
             self.rtt += (rtt_sample - self.rtt) / self.sample_count
         else:

@@ -36,6 +36,7 @@ from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
     from ._connection import ConnectionCore
+    from ._streamview import H2StreamView
 
 __all__ = ["H2Stream", "HeaderList"]
 
@@ -450,6 +451,17 @@ class H2Stream(metaclass=NoPublicConstructor):
         self.reset(ErrorCodes.CANCEL)
         await trio.lowlevel.checkpoint()
 
+    def as_stream(self) -> H2StreamView:
+        """A ``trio.abc.HalfCloseableStream`` over this stream's body (a new view per call).
+
+        Exchange headers first (``send_headers`` on a server; the client's were sent by
+        ``open_stream``); the view then sends and receives DATA only. See
+        :class:`trio_h2t.H2StreamView`.
+        """
+        from ._streamview import H2StreamView
+
+        return H2StreamView._create(self)
+
     @property
     def closed(self) -> bool:
         """True once both directions are over, or the stream was reset."""
@@ -480,6 +492,49 @@ class H2Stream(metaclass=NoPublicConstructor):
             return err
         new.__cause__ = err.__cause__ if err.__cause__ is not None else err
         return new
+
+    async def _wait_write_quota(self) -> None:
+        """Wait until ``send_data`` would not wait for write quota (its first loop).
+
+        Checkpoint: always. On cancellation: nothing changed. Raises as ``send_data``.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        parked = False
+        while self._write_quota <= 0:
+            self._check_can_send()
+            parked = True
+            self._enter_send_wait()
+            await trio.lowlevel.wait_task_rescheduled(self._abort_send)
+            await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled wins, as in send_data
+        self._check_can_send()
+        if not parked:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def _close_after_output(self) -> None:
+        """End our side (if not yet ended) behind the queued output; once loopy has
+        written our END_STREAM, reset with CANCEL if the peer's side is still open.
+
+        Synchronous: a graceful close that never waits. Until the peer's window lets
+        the queued output out, the stream stays open (the connection's close ends it).
+        """
+        if self._closed or self._error is not None:
+            return
+        if self._out_done or not self._headers_sent:
+            self.reset(ErrorCodes.CANCEL)  # nothing more of ours can go out in order
+            return
+
+        def after_end() -> None:
+            # Runs in loopy, once the item is written or dropped: only a written
+            # END_STREAM (``_out_done``) on a still-open stream asks for the RST.
+            if self._out_done and not self._closed and self._error is None:
+                self.reset(ErrorCodes.CANCEL)
+
+        try:
+            self._put_output(Data(self, b"", not self._end_queued, after_end))
+        except ConnectionClosingError:
+            self.reset(ErrorCodes.CANCEL)
+            return
+        self._end_queued = True
 
     def _check_can_send(self) -> None:
         self._raise_if_error()
