@@ -88,6 +88,7 @@ import gc
 import hashlib
 import importlib.metadata
 import json
+import logging
 import math
 import os
 import platform
@@ -1135,6 +1136,9 @@ def print_profile(path: str, top: int, title: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    logging.getLogger("hpack").setLevel(
+        logging.WARNING
+    )  # docs/architecture.md: hpack logs per header
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "compare":
         cp = argparse.ArgumentParser(prog="benchmain.py compare")

@@ -39,6 +39,7 @@ import datetime
 import gc
 import importlib.metadata
 import json
+import logging
 import os
 import platform
 import statistics
@@ -235,6 +236,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    logging.getLogger("hpack").setLevel(
+        logging.WARNING
+    )  # docs/architecture.md: hpack logs per header
     args = parser().parse_args(argv)
     if args.concurrency < 1 or args.runs < 1 or args.req_size < 0 or args.resp_size < 0:
         parser().error("--concurrency and --runs must be >= 1, sizes >= 0")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
+import logging
 import os
 import re
 import subprocess
@@ -107,6 +108,9 @@ def count(rpcs: int, concurrency: int, seed: str, no_gc: bool) -> int:
 
 
 def main() -> None:
+    logging.getLogger("hpack").setLevel(
+        logging.WARNING
+    )  # docs/architecture.md: hpack logs per header
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rpcs", type=int, default=500, help="RPCs in the small run")
     parser.add_argument("--concurrency", type=int, default=100)

@@ -589,6 +589,9 @@ def _run(fn: Callable[[], Awaitable[T]]) -> T:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``trio-h2t`` and ``python -m trio_h2t``; returns the exit status."""
+    logging.getLogger("hpack").setLevel(
+        logging.WARNING
+    )  # docs/architecture.md: hpack logs per header
     parser = _build_parser()
     args = parser.parse_args(argv)
     try:
