@@ -140,8 +140,10 @@ class ClientConnection(metaclass=NoPublicConstructor):
                 valid request header block (RFC 9113 §8.1-§8.3: the pseudo-headers
                 first, lowercase names, no connection-specific fields...).
         Raises (on entering):
-            ConnectionClosingError: the connection is closing or closed, or the peer
-                sent GOAWAY (``retryable``: nothing was sent).
+            GoAwayError: the peer sent GOAWAY (``retryable``: nothing was sent);
+                ``error_code``, ``last_stream_id`` and ``debug_data`` are the frame's.
+            ConnectionClosingError: this side is closing the connection, or it is
+                closed (``retryable``: nothing was sent).
             RuntimeError: this ``open_stream(...)`` was already entered once (call
                 ``open_stream`` again for another request).
         """
@@ -191,7 +193,13 @@ class ClientConnection(metaclass=NoPublicConstructor):
 
     @property
     def error(self) -> BaseException | None:
-        """Why the connection ended, or None while it is usable."""
+        """Why the connection ended, or None while it is usable.
+
+        After the peer's GOAWAY with a code other than NO_ERROR, this is the
+        :class:`GoAwayError` (its ``error_code`` and ``debug_data``) once the
+        connection ends; a clean end after a NO_ERROR GOAWAY is a
+        ConnectionClosingError whose ``__cause__`` is the GoAwayError.
+        """
         return self._core.error
 
     def loopy_statistics(self) -> LoopyStatistics:
