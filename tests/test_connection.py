@@ -45,6 +45,7 @@ from trio_h2t import (
     ClientConnection,
     ConnectionClosingError,
     ConnectionLostError,
+    GoAwayError,
     H2Server,
     H2Stream,
     RemoteProtocolError,
@@ -885,7 +886,7 @@ async def test_graceful_close_finishes_in_flight_and_refuses_new() -> None:
                 nursery.start_soon(close)
                 await trio.testing.wait_all_tasks_blocked()
                 assert conn._core.goaway_received is not None
-                with pytest.raises(ConnectionClosingError) as info:
+                with pytest.raises(GoAwayError) as info:  # the server's GOAWAY
                     async with conn.open_stream(REQUEST, end_stream=True):
                         pass  # pragma: no cover
                 assert info.value.retryable
@@ -945,8 +946,10 @@ async def test_serve_connection_returns_after_graceful_close_while_client_stays(
                 await server_returned.wait()  # the client did nothing to help
                 await trio.testing.wait_all_tasks_blocked()
                 assert isinstance(conn.error, ConnectionClosingError)  # a clean close
-                with pytest.raises(ConnectionClosingError):
+                assert isinstance(conn.error.__cause__, GoAwayError)  # the server's
+                with pytest.raises(GoAwayError) as info:
                     await roundtrip(conn)
+                assert info.value.retryable
 
 
 async def test_server_refuses_a_stream_arriving_after_its_goaway() -> None:
@@ -1011,7 +1014,7 @@ async def test_peer_goaway_refuses_streams_above_last_stream_id() -> None:
             await peer.flush()
             await trio.testing.wait_all_tasks_blocked()
             assert results[0] == b"still here"
-            with pytest.raises(ConnectionClosingError) as info:
+            with pytest.raises(GoAwayError) as info:
                 async with conn.open_stream(REQUEST, end_stream=True):
                     pass  # pragma: no cover
             assert info.value.retryable
@@ -1020,6 +1023,7 @@ async def test_peer_goaway_refuses_streams_above_last_stream_id() -> None:
         assert isinstance(err, StreamRefusedError)
         assert err.retryable
         assert err.stream_id in (3, 5)
+        assert isinstance(err.__cause__, GoAwayError)
 
 
 async def test_h2server_aclose_drains_in_flight_streams_over_tcp() -> None:

@@ -24,6 +24,7 @@ from ._config import TransportConfig as TransportConfig
 from ._exceptions import (
     ConnectionClosingError as ConnectionClosingError,
     ConnectionLostError as ConnectionLostError,
+    GoAwayError as GoAwayError,
     H2ProtocolError as H2ProtocolError,
     LocalProtocolError as LocalProtocolError,
     RemoteProtocolError as RemoteProtocolError,
@@ -46,6 +47,7 @@ __all__ = [
     "ClientConnection",
     "ConnectionClosingError",
     "ConnectionLostError",
+    "GoAwayError",
     "H2ProtocolError",
     "H2Server",
     "H2Stream",

@@ -173,8 +173,10 @@ class ClientConnection(metaclass=NoPublicConstructor):
             TypeError: at once: a header field is not bytes or str, or
                 ``end_stream`` is not a bool.
         Raises (on entering):
-            ConnectionClosingError: the connection is closing or closed, or the peer
-                sent GOAWAY (``retryable``: nothing was sent).
+            GoAwayError: the peer sent GOAWAY (``retryable``: nothing was sent);
+                ``error_code``, ``last_stream_id`` and ``debug_data`` are the frame's.
+            ConnectionClosingError: this side is closing the connection, or it is
+                closed (``retryable``: nothing was sent).
             RuntimeError: this ``open_stream(...)`` was already entered once (call
                 ``open_stream`` again for another request).
         """
@@ -241,7 +243,13 @@ class ClientConnection(metaclass=NoPublicConstructor):
 
     @property
     def error(self) -> BaseException | None:
-        """Why the connection ended, or None while it is usable."""
+        """Why the connection ended, or None while it is usable.
+
+        After the peer's GOAWAY with a code other than NO_ERROR, this is the
+        :class:`GoAwayError` (its ``error_code`` and ``debug_data``) once the
+        connection ends; a clean end after a NO_ERROR GOAWAY is a
+        ConnectionClosingError whose ``__cause__`` is the GoAwayError.
+        """
         return self._core.error
 
     def loopy_statistics(self) -> LoopyStatistics:

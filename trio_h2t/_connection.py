@@ -21,6 +21,12 @@ Errors are sticky: the first error that ends the connection is kept in ``error``
 every stream still open fails with it, the control buffer is finished with it (so
 queued stream starts are orphaned with a clear error), and every later call fails
 fast with a ``ConnectionClosingError`` whose ``__cause__`` is that error.
+
+A GOAWAY from the peer (``_on_goaway``) fails the client streams above its last
+stream id with ``StreamRefusedError`` (caused by a ``GoAwayError``) and makes every
+later ``open_stream`` raise a ``GoAwayError``; if its code is not NO_ERROR, the
+connection's ``error`` becomes that ``GoAwayError`` when the connection ends (``fail``),
+so the code and debug data reach the user. ``docs/errors.md`` has the tables.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from ._controlbuf import ControlBuffer
 from ._exceptions import (
     ConnectionClosingError,
     ConnectionLostError,
+    GoAwayError,
+    H2ProtocolError,
     RemoteProtocolError,
     StreamRefusedError,
     StreamResetError,
@@ -262,8 +270,16 @@ class ConnectionCore:
         self.eof_seen = True
         if self.error is not None:
             return
-        if not self._streams and (self.goaway_received or self.closing):
-            self.fail(ConnectionClosingError("the connection was closed"))
+        goaway = self.goaway_received
+        if goaway is not None and goaway.error_code != ErrorCodes.NO_ERROR:
+            # The peer said why it ends the connection: that is the error.
+            self.fail(self.goaway_error())
+        elif not self._streams and (goaway is not None or self.closing):
+            # A clean end: nothing was open, as both sides agreed.
+            exc = ConnectionClosingError("the connection was closed")
+            if goaway is not None:
+                exc.__cause__ = self.goaway_error()
+            self.fail(exc)
         else:
             self.fail(ConnectionLostError("the peer closed the connection"))
 
@@ -509,8 +525,10 @@ class ConnectionCore:
         upper = previous.last_stream_id if previous is not None else 2**31
         for sid, stream in list(self._streams.items()):
             if ev.last_stream_id < sid <= upper:
-                # The server never processed it: safe to retry elsewhere.
-                stream._fail(StreamRefusedError(sid, ErrorCodes.REFUSED_STREAM, remote=True))
+                # RFC 9113 §6.8: the server never processed it: safe to retry elsewhere.
+                refused = StreamRefusedError(sid, ErrorCodes.REFUSED_STREAM, remote=True)
+                refused.__cause__ = self.goaway_error()
+                stream._fail(refused)
                 self._put(StreamDone(stream))
                 self.stream_closed(stream)
         self._quota_lot.unpark_all()  # waiters in open_stream must now fail
@@ -592,14 +610,30 @@ class ConnectionCore:
 
     # -- client stream quota --------------------------------------------------------
 
+    def goaway_error(self) -> GoAwayError:
+        """A fresh GoAwayError with the fields of the peer's (latest) GOAWAY."""
+        ev = self.goaway_received
+        assert ev is not None
+        return GoAwayError(ev.error_code, ev.last_stream_id, ev.debug_data)
+
     def refuse_new_stream_error(self) -> BaseException | None:
-        """Why a new stream may not start now, or None."""
+        """Why a new stream may not start now, or None.
+
+        This side closing comes first (ConnectionClosingError: you closed it), then
+        the peer's GOAWAY (GoAwayError, retryable), then any other end of the
+        connection (ConnectionClosingError caused by ``error``).
+        """
+        if self.closing:
+            if self.error is not None:
+                return self.closing_error()
+            return ConnectionClosingError("the connection is closing; retry elsewhere")
+        if self.goaway_received is not None:
+            exc = self.goaway_error()
+            if self.error is not None and not isinstance(self.error, GoAwayError):
+                exc.__cause__ = self.error
+            return exc
         if self.error is not None:
             return self.closing_error()
-        if self.goaway_received is not None or self.closing:
-            exc = ConnectionClosingError("the connection is closing (GOAWAY); retry elsewhere")
-            exc.__cause__ = self.error
-            return exc
         return None
 
     async def acquire_stream_quota(self) -> None:
@@ -654,6 +688,17 @@ class ConnectionCore:
         GOAWAY; loopy finishes the buffer, and sets ``done``, on its way out.)
         """
         if self.error is None:
+            goaway = self.goaway_received
+            if (
+                goaway is not None
+                and goaway.error_code != ErrorCodes.NO_ERROR
+                and not isinstance(error, GoAwayError | H2ProtocolError)
+            ):
+                # The peer's GOAWAY said why the connection ends: keep its code
+                # visible (the ending itself, a lost link or our close, is the cause).
+                goaway_error = self.goaway_error()
+                goaway_error.__cause__ = error
+                error = goaway_error
             self.error = error
         for stream in list(self._streams.values()):
             if isinstance(error, trio.BrokenResourceError):

@@ -11,6 +11,11 @@ trio_h2t names errors by who caused them, the way trio does:
 
 Errors are sticky: once a connection is broken, every later call fails fast with an
 error whose ``__cause__`` is the same first cause.
+
+Every class has a bool ``retryable``: True when the work it refused was certainly not
+processed by the peer, so it is safe to send again (on another connection). It is a
+class attribute, set per instance where it depends on the case (a StreamResetError
+with REFUSED_STREAM). False means "perhaps processed", not "must not retry".
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from h2.errors import ErrorCodes
 __all__ = [
     "ConnectionClosingError",
     "ConnectionLostError",
+    "GoAwayError",
     "H2ProtocolError",
     "LocalProtocolError",
     "RemoteProtocolError",
@@ -47,15 +53,56 @@ class ConnectionClosingError(trio.ClosedResourceError):
     connection (``retryable`` is always true).
     """
 
-    retryable = True
+    retryable: bool = True
 
 
 class ConnectionLostError(trio.BrokenResourceError):
-    """The connection broke: the peer or the network ended it (see ``__cause__``)."""
+    """The connection broke: the peer or the network ended it (see ``__cause__``).
+
+    ``retryable`` is False: a request in flight may have been processed by the peer
+    before the connection broke (RFC 9113 §8.7), so only the caller knows whether
+    sending it again is safe (an idempotent request, say).
+    """
+
+    retryable: bool = False
+
+
+class GoAwayError(ConnectionLostError):
+    """The peer sent GOAWAY: it accepts no new streams on this connection.
+
+    A :class:`ConnectionLostError` (so a :class:`trio.BrokenResourceError`): the peer
+    ended the connection, or is ending it. Fields come from the frame (RFC 9113 §6.8):
+    ``error_code`` (an ``ErrorCodes`` member, or a plain int for a code h2 does not
+    know), ``last_stream_id`` (streams up to it may be processed; those above were
+    not) and ``debug_data`` (opaque bytes, for diagnostics only).
+
+    Raised by ``ClientConnection.open_stream`` after the peer's GOAWAY: nothing was
+    sent, so ``retryable`` is True. Streams above ``last_stream_id`` fail with a
+    :class:`StreamRefusedError` whose ``__cause__`` is a GoAwayError. When the code is
+    not NO_ERROR and the connection then ends, the connection's ``error`` is the
+    GoAwayError, and the streams still open fail with a ConnectionLostError
+    (``retryable`` False) caused by it.
+    """
+
+    retryable: bool = True
+
+    def __init__(self, error_code: int, last_stream_id: int, debug_data: bytes = b"") -> None:
+        self.error_code = _code(error_code)
+        self.last_stream_id = last_stream_id
+        self.debug_data = bytes(debug_data)
+        super().__init__(
+            f"the peer sent GOAWAY with {self.error_code!r} "
+            f"(last stream id {last_stream_id}, debug data {self.debug_data!r})"
+        )
 
 
 class H2ProtocolError(trio.BrokenResourceError):
-    """An HTTP/2 protocol violation; ``error_code`` is the code on the wire."""
+    """An HTTP/2 protocol violation; ``error_code`` is the code on the wire.
+
+    ``retryable`` is False: the connection was in an unknown state.
+    """
+
+    retryable: bool = False
 
     def __init__(self, message: str, *, error_code: int = ErrorCodes.PROTOCOL_ERROR) -> None:
         super().__init__(message)
@@ -63,7 +110,8 @@ class H2ProtocolError(trio.BrokenResourceError):
 
 
 class LocalProtocolError(H2ProtocolError):
-    """*We* tried to do something HTTP/2 forbids (a bug in the caller, usually)."""
+    """*We* could not do what HTTP/2 asks: raised to a stream's opener when loopy failed
+    to frame its HEADERS (``error_code`` INTERNAL_ERROR; nothing reached the wire)."""
 
 
 class RemoteProtocolError(H2ProtocolError):
@@ -75,14 +123,18 @@ class StreamResetError(trio.BrokenResourceError):
 
     ``error_code`` is the code on the wire; ``remote`` tells whether the peer sent the
     reset (True) or this side did because of a stream error the peer caused (False).
+    ``retryable`` is False (the peer may have processed the request), except for a
+    reset by the peer with REFUSED_STREAM (RFC 9113 §8.7: not processed).
     """
 
-    retryable = False
+    retryable: bool = False
 
     def __init__(self, stream_id: int, error_code: int, *, remote: bool = True) -> None:
         self.stream_id = stream_id
         self.error_code = _code(error_code)
         self.remote = remote
+        if remote and self.error_code == ErrorCodes.REFUSED_STREAM:
+            self.retryable = True
         who = "peer" if remote else "this side"
         super().__init__(f"stream {stream_id} was reset by {who} with {self.error_code!r}")
 
@@ -91,7 +143,8 @@ class StreamRefusedError(StreamResetError):
     """The peer never processed this stream, so it is safe to retry it elsewhere.
 
     Raised for RST_STREAM(REFUSED_STREAM), and for streams above the last stream id
-    of a GOAWAY from the peer (``error_code`` is then REFUSED_STREAM too).
+    of a GOAWAY from the peer (``error_code`` is then REFUSED_STREAM too, and
+    ``__cause__`` is the :class:`GoAwayError`).
     """
 
-    retryable = True
+    retryable: bool = True
