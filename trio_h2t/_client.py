@@ -16,6 +16,7 @@ from h2.errors import ErrorCodes
 from ._config import TransportConfig
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, LocalProtocolError
+from ._headers import PERCENT_ENCODE_HINT
 from ._items import StartStream
 from ._loopy import LoopyStatistics
 from ._stream import (
@@ -194,12 +195,18 @@ class ClientConnection(metaclass=NoPublicConstructor):
 
         Raises:
             TypeError: ``method`` or ``path`` is not a str.
-            UnicodeEncodeError (a ValueError): ``method`` or ``path`` is not ASCII.
+            ValueError: ``method`` or ``path`` is not ASCII (the message says how to
+                percent-encode a path). Spaces and other bytes a path may not carry
+                are refused by ``open_stream`` (origin-form, RFC 9113 §8.3.1).
         """
         if not isinstance(method, str) or not isinstance(path, str):
             bad = method if not isinstance(method, str) else path
             what = "method" if bad is method else "path"
             raise TypeError(f"{what} must be a str, not {type(bad).__name__}")
+        if not path.isascii():
+            raise ValueError(f"path {path!r} is not ASCII: {PERCENT_ENCODE_HINT}")
+        if not method.isascii():
+            raise ValueError(f"method {method!r} is not ASCII (RFC 9110 §5.6.2: a token)")
         return [
             (b":method", method.encode("ascii")),
             (b":scheme", self.scheme),

@@ -43,6 +43,7 @@ __all__ = [
     "ACCEPTED_ENTRIES",
     "CONNECTION_HEADERS",
     "MAX_REMEMBERED_BLOCK",
+    "PERCENT_ENCODE_HINT",
     "validate_received",
     "validate_to_send",
 ]
@@ -193,3 +194,53 @@ def validate_to_send(
     except ProtocolError as exc:
         kind = "trailer" if trailer else "response" if response else "request"
         raise ValueError(f"malformed {kind} header block, not sent: {exc}") from None
+    if not trailer:
+        _check_pseudo_values(headers, response)
+
+
+# RFC 9110 §5.6.2: a method is a token, one or more tchar.
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# RFC 9113 §8.3.1, RFC 9110 §4.2.3 (origin-form): "/" and then visible ASCII (no
+# space, no control, no non-ASCII byte; those must be percent-encoded).
+_ORIGIN_FORM = re.compile(rb"/[\x21-\x7e]*")
+# RFC 9110 §15: a status code is three digits, 100-599.
+_STATUS = re.compile(rb"[1-5][0-9][0-9]")
+PERCENT_ENCODE_HINT = 'percent-encode it first, e.g. urllib.parse.quote(path, safe="/?&=%")'
+
+
+def _check_pseudo_values(headers: Sequence[tuple[bytes, bytes]], response: bool) -> None:
+    """The values of the pseudo-headers we send, which the receiving rules leave open.
+
+    Only for blocks we send: the pseudo-headers come first (``validate_received``
+    checked that), so the loop stops at the first regular field. Raises ValueError.
+    """
+    method = path = None
+    for name, value in headers:
+        if name[:1] != b":":
+            break
+        if name == b":status":
+            if _STATUS.fullmatch(value) is None:
+                raise ValueError(f":status must be three digits from 100 to 599, not {value!r}")
+            if value[:1] == b"1":
+                # A 1xx block through send_headers would end the stream's headers
+                # (there is no send_informational yet); 101 is forbidden (§8.6).
+                raise ValueError(
+                    f":status {value.decode()} is informational: send_headers sends the "
+                    "final response (200-599); 1xx responses are not supported"
+                )
+        elif name == b":method":
+            method = value
+            if _TOKEN.fullmatch(value) is None:
+                raise ValueError(f":method must be a token (RFC 9110 §5.6.2), not {value!r}")
+        elif name == b":path":
+            path = value
+    if path is None or response:
+        return
+    if path == b"*":
+        if method != b"OPTIONS":
+            raise ValueError(':path "*" is only for OPTIONS requests (RFC 9113 §8.3.1)')
+    elif _ORIGIN_FORM.fullmatch(path) is None:
+        raise ValueError(
+            f":path must be origin-form: '/' then visible ASCII, no spaces, not {path!r}; "
+            + PERCENT_ENCODE_HINT
+        )

@@ -1,0 +1,89 @@
+"""Outbound pseudo-header values: :status, :method and :path are checked before queueing."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from helpers import REQUEST, RESPONSE_200, connected_pair
+
+from trio_h2t import H2Stream
+
+
+@pytest.mark.parametrize("status", [b"abc", b"99", b"600", b"20", b"2000", b"103", b"101", b"100"])
+async def test_bad_status_raises_and_stream_stays_usable(status: bytes) -> None:
+    """send_headers refuses a :status that is not a final 200-599 code; nothing is queued."""
+    errors: list[ValueError] = []
+
+    async def handler(stream: H2Stream) -> None:
+        with pytest.raises(ValueError, match=":status") as info:
+            await stream.send_headers([(b":status", status)])
+        errors.append(info.value)
+        await stream.send_headers(RESPONSE_200)  # nothing was queued by the bad call
+        await stream.send_data(b"ok", end_stream=True)
+
+    with trio.fail_after(10):
+        async with connected_pair(handler) as (conn, _core):
+            response, body, _ = await conn.request("GET", "/")
+    assert dict(response)[b":status"] == b"200"
+    assert body == b"ok"
+    assert len(errors) == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "match"),
+    [
+        (b"GE T", b"/", ":method must be a token"),
+        (b"GET\x7f", b"/", ":method must be a token"),
+        (b"GET", b"/a b", "percent-encode"),
+        (b"GET", b"relative", "origin-form"),
+        (b"GET", b"/caf\xc3\xa9", "percent-encode"),
+        (b"GET", b"*", "only for OPTIONS"),
+    ],
+)
+async def test_bad_method_or_path_raises_in_open_stream(
+    method: bytes, path: bytes, match: str
+) -> None:
+    """open_stream refuses a non-token :method or a :path that is not origin-form."""
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.send_headers(RESPONSE_200, end_stream=True)
+
+    block = [(b":method", method), (b":scheme", b"http"), (b":authority", b"x"), (b":path", path)]
+    with trio.fail_after(10):
+        async with connected_pair(handler) as (conn, _core):
+            with pytest.raises(ValueError, match=match):
+                conn.open_stream(block, end_stream=True)
+            assert conn.open_streams == 0
+            response, _, _ = await conn.request("GET", "/still/works")  # the connection goes on
+    assert dict(response)[b":status"] == b"200"
+
+
+async def test_options_star_and_query_paths_are_accepted() -> None:
+    """OPTIONS * and an origin-form path with a query and percent-escapes are sent."""
+    paths: list[bytes] = []
+
+    async def handler(stream: H2Stream) -> None:
+        headers = dict(stream.headers or [])
+        paths.append(headers[b":path"])
+        await stream.send_headers(RESPONSE_200, end_stream=True)
+
+    with trio.fail_after(10):
+        async with connected_pair(handler) as (conn, _core):
+            await conn.request("OPTIONS", "*")
+            await conn.request("GET", "/caf%C3%A9?q=a%20b&x=1")
+    assert paths == [b"*", b"/caf%C3%A9?q=a%20b&x=1"]
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/café"), ("GÉT", "/")])
+async def test_request_headers_non_ascii_is_a_clear_value_error(method: str, path: str) -> None:
+    """request_headers raises a ValueError that names the problem, not a bare encode error."""
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.send_headers(RESPONSE_200, end_stream=True)
+
+    with trio.fail_after(10):
+        async with connected_pair(handler) as (conn, _core):
+            with pytest.raises(ValueError, match="not ASCII") as info:
+                conn.request_headers(method, path)
+    assert not isinstance(info.value, UnicodeEncodeError)
+    assert REQUEST[0] == (b":method", b"GET")
