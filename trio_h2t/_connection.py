@@ -675,6 +675,25 @@ class ConnectionCore:
             # connection down before the GOAWAY is written.
             self.done.set()
 
+    async def watch_handshake(self) -> None:
+        """Fail the connection if the peer's first SETTINGS has not arrived within
+        ``config.handshake_timeout`` seconds; return as soon as it has (or the
+        connection ended: ``fail`` sets ``settings_received`` too).
+
+        Run by the server in the connection nursery, so an idle socket whose peer
+        never completes the handshake is not held forever. Checkpoint: always.
+        On cancellation: returns at once, failing nothing.
+        """
+        timeout = self.config.handshake_timeout
+        with trio.move_on_after(timeout):
+            await self.settings_received.wait()
+        if not self.settings_received.is_set():
+            self.fail(
+                ConnectionLostError(
+                    f"the client did not complete the HTTP/2 handshake within {timeout:g} s"
+                )
+            )
+
     async def run_loopy(self) -> None:
         """Run loopy; turn how it ends into the connection's fate. Checkpoint: always."""
         try:

@@ -62,6 +62,7 @@ async def _serve(
             core.handler_nursery = nursery
             await core.send_preface()
             nursery.start_soon(core.run_loopy, name="h2-loopy")
+            nursery.start_soon(core.watch_handshake, name="h2-handshake-timeout")
             task_status.started(core)
             await core.run_reader()
             # The reader ended: the connection is over (EOF, protocol error, or
