@@ -63,7 +63,9 @@ class TransportConfig:
     throttle_limit: int = DEFAULT_THROTTLE_LIMIT
     #: Seconds active streams get to finish after a graceful close sends GOAWAY.
     graceful_close_timeout: float = 10.0
-    #: Seconds a client waits for the server's preface (its first SETTINGS frame).
+    #: Seconds a client waits for the server's preface (its first SETTINGS frame),
+    #: and a server for the client's preface and first SETTINGS (after that, the
+    #: server closes the connection); TLS listeners also bound their handshake by it.
     handshake_timeout: float = 20.0
 
     def __post_init__(self) -> None:

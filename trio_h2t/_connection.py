@@ -238,7 +238,13 @@ class ConnectionCore:
                     if state.input_pending:
                         data = b""  # frames are still buffered: no read
                     else:
-                        data = await read()
+                        try:
+                            data = await read()
+                        except (trio.BrokenResourceError, trio.ClosedResourceError):
+                            raise
+                        except Exception as exc:
+                            self.transport_fault(exc, "receive_some")
+                            return
                         if not data:
                             raise _PeerClosed
                     before = state.pending_bytes()
@@ -720,6 +726,42 @@ class ConnectionCore:
             # connection down before the GOAWAY is written.
             self.done.set()
 
+    def transport_fault(self, exc: Exception, method: str) -> None:
+        """End the connection because the transport's ``method`` raised ``exc``, an
+        exception outside trio's resource-error family (a broken Stream wrapper).
+
+        Only this connection ends: its streams fail with ConnectionLostError caused
+        (through the connection's error) by ``exc``. The first such fault is logged
+        at ERROR with its traceback on the ``trio_h2t`` logger; a later one (the
+        other task hitting the same broken transport) only at DEBUG.
+        """
+        if self.error is None:
+            log.error("the transport's %s raised; closing the connection", method, exc_info=exc)
+        else:
+            log.debug("the transport's %s raised again: %r", method, exc)
+        err = ConnectionLostError(f"the transport's {method} raised {type(exc).__name__}")
+        err.__cause__ = exc
+        self.fail(err)
+
+    async def watch_handshake(self) -> None:
+        """Fail the connection if the peer's first SETTINGS has not arrived within
+        ``config.handshake_timeout`` seconds; return as soon as it has (or the
+        connection ended: ``fail`` sets ``settings_received`` too).
+
+        Run by the server in the connection nursery, so an idle socket whose peer
+        never completes the handshake is not held forever. Checkpoint: always.
+        On cancellation: returns at once, failing nothing.
+        """
+        timeout = self.config.handshake_timeout
+        with trio.move_on_after(timeout):
+            await self.settings_received.wait()
+        if not self.settings_received.is_set():
+            self.fail(
+                ConnectionLostError(
+                    f"the client did not complete the HTTP/2 handshake within {timeout:g} s"
+                )
+            )
+
     async def run_loopy(self) -> None:
         """Run loopy; turn how it ends into the connection's fate. Checkpoint: always."""
         try:
@@ -730,6 +772,10 @@ class ConnectionCore:
             err = ConnectionLostError("writing to the connection failed")
             err.__cause__ = exc
             self.fail(err)
+        except Exception as exc:
+            if not self.loopy.io_failed:
+                raise  # not from the transport: a bug in loopy, left to surface
+            self.transport_fault(exc, "send_all")
         finally:
             try:
                 if self.error is None:

@@ -225,7 +225,7 @@ class Loopy:
         self._bytes += len(data)
         try:
             await self._transport.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except Exception:  # resource errors, or a broken Stream wrapper's own
             self.io_failed = True
             raise
 

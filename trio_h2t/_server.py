@@ -39,7 +39,11 @@ async def serve_connection(
     ended by then and the transport is closed. A handler that raises has its stream
     reset with INTERNAL_ERROR and the error logged on the ``trio_h2t`` logger; the
     connection carries on. Peer misbehaviour is answered on the wire (GOAWAY or
-    RST_STREAM) and logged at DEBUG; it does not raise here.
+    RST_STREAM) and logged at DEBUG; it does not raise here. A client that has not
+    sent its preface and first SETTINGS within ``config.handshake_timeout`` seconds is
+    disconnected. An unexpected exception from the transport's ``receive_some`` or
+    ``send_all`` (not a trio resource error) ends this connection only: it is logged
+    once at ERROR and does not raise here.
 
     Checkpoint: always. On cancellation: every handler is cancelled and the
     transport closed at once (use :meth:`H2Server.aclose` for a graceful drain).
@@ -60,8 +64,15 @@ async def _serve(
     try:
         async with trio.open_nursery() as nursery:
             core.handler_nursery = nursery
-            await core.send_preface()
+            try:
+                await core.send_preface()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                raise
+            except Exception as exc:  # a broken Stream wrapper: this connection only
+                core.transport_fault(exc, "send_all")
+                return
             nursery.start_soon(core.run_loopy, name="h2-loopy")
+            nursery.start_soon(core.watch_handshake, name="h2-handshake-timeout")
             task_status.started(core)
             await core.run_reader()
             # The reader ended: the connection is over (EOF, protocol error, or
