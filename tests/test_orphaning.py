@@ -17,6 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 import h2.errors
+import h2.events
+import h2.settings
 import pytest
 import trio
 import trio.testing
@@ -26,7 +28,8 @@ from trio_h2t import ClientConnection, ConnectionClosingError, H2Stream, Transpo
 
 # A body at least write_buffer_size long makes loopy flush (and block) mid-drain.
 CONFIG = TransportConfig(write_buffer_size=16 * 1024)
-BODY = b"x" * (16 * 1024)
+BODY = b"x" * (20 * 1024)
+PARKED = b"p" * 500  # s1's DATA, parked on its 1-byte window
 
 
 class GatedStream(trio.abc.Stream):
@@ -76,11 +79,12 @@ def _pair() -> tuple[GatedStream, trio.abc.Stream]:
     return GatedStream(ours), peers
 
 
-async def _kill(peer: ScriptedPeer) -> None:
-    """The peer commits the connection error: GOAWAY(PROTOCOL_ERROR), then EOF."""
+async def _kill(peer: ScriptedPeer, *, eof: bool) -> None:
+    """The peer commits the connection error: GOAWAY(PROTOCOL_ERROR), then EOF if ``eof``."""
     peer.h2.close_connection(error_code=h2.errors.ErrorCodes.PROTOCOL_ERROR)
     await peer.flush()
-    await peer.transport.aclose()
+    if eof:
+        await peer.transport.aclose()
 
 
 async def _expect_closing(stream: H2Stream) -> ConnectionClosingError:
@@ -91,7 +95,7 @@ async def _expect_closing(stream: H2Stream) -> ConnectionClosingError:
     return info.value
 
 
-async def _run_scenario(*, batch_openers: int, queue_openers: int) -> dict[str, Any]:
+async def _run_scenario(*, batch_openers: int, queue_openers: int, eof: bool) -> dict[str, Any]:
     """Block loopy in send_all on a big DATA write, place openers, kill, release."""
     ours, peers = _pair()
     released: list[int] = []
@@ -108,7 +112,7 @@ async def _run_scenario(*, batch_openers: int, queue_openers: int) -> dict[str, 
 
     H2Stream._quota_returner = counting  # type: ignore[method-assign]
     try:
-        return await _scenario(ours, peers, released, batch_openers, queue_openers)
+        return await _scenario(ours, peers, released, batch_openers, queue_openers, eof)
     finally:
         H2Stream._quota_returner = orig  # type: ignore[method-assign]
 
@@ -119,14 +123,25 @@ async def _scenario(
     released: list[int],
     batch_openers: int,
     queue_openers: int,
+    eof: bool,
 ) -> dict[str, Any]:
     result: dict[str, Any] = {}
-    async with open_peer_server(client_config=CONFIG, transports=(ours, peers)) as (conn, peer):
+    # Every stream starts with a 1-byte send window; the peer opens s0's wide, so
+    # s1's DATA stays parked in loopy (only _drop_all_output can release it).
+    tiny = {h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1}
+    async with open_peer_server(client_config=CONFIG, transports=(ours, peers), settings=tiny) as (
+        conn,
+        peer,
+    ):
         conn_: ClientConnection = conn
         async with trio.open_nursery() as nursery:
-            async with conn_.open_stream(REQUEST) as s0:
-                # Let s0's HEADERS reach the peer before the gate closes.
-                await peer.read_until(lambda: len(peer.events) >= 2)
+            async with conn_.open_stream(REQUEST) as s0, conn_.open_stream(REQUEST) as s1:
+                # Let both HEADERS reach the peer before the gate closes.
+                await peer.read_until(lambda: len(peer.events_of(h2.events.RequestReceived)) == 2)
+                peer.h2.increment_flow_control_window(1 << 20, stream_id=s0.stream_id)
+                await peer.flush()
+                await s1.send_data(PARKED)
+                await trio.testing.wait_all_tasks_blocked()
                 ours.close_gate()
                 await s0.send_data(BODY)  # loopy takes it alone and blocks writing it
                 with trio.fail_after(5):
@@ -148,22 +163,25 @@ async def _scenario(
                 await s0.send_data(b"z" * 200)  # a DATA item in the queue too
                 # (a) placed: the queued openers and the 200-byte DATA are queued.
                 assert conn_._core.cbuf.statistics().queued == queue_openers + 1
-                await _kill(peer)
+                await _kill(peer, eof=eof)
                 await trio.testing.wait_all_tasks_blocked()
                 ours.release()
                 with trio.fail_after(5):
                     errors = [await _expect_closing(s) for s in [*batch, *queued]]
-                    try:
-                        await s0.receive_headers()
-                    except Exception as exc:
-                        result["s0_error"] = exc
+                    if not eof:
+                        # The openers failed with the link still open; now end it,
+                        # so the started streams (under GOAWAY's last id) end too.
+                        await peer.transport.aclose()
+                    for started in (s0, s1):
+                        with pytest.raises(Exception):  # noqa: B017, PT011 - any error, no hang
+                            await started.receive_headers()
                 result["errors"] = errors
                 for o, s in zip([*openers, *qopeners], [*batch, *queued], strict=True):
                     await o.__aexit__(None, None, None)
                     assert s is not None
-                stream = s0
+                streams = (s0, s1)
             nursery.cancel_scope.cancel()
-    result["quota"] = stream._write_quota
+    result["quota"] = [s._write_quota for s in streams]
     result["released"] = sorted(released)
     return result
 
@@ -171,25 +189,25 @@ async def _scenario(
 async def test_opener_in_producers_queue_is_orphaned() -> None:
     """(a) An opener queued while loopy is blocked in send_all fails retryably; quota returns."""
     with trio.fail_after(10):
-        r = await _run_scenario(batch_openers=0, queue_openers=2)
+        r = await _run_scenario(batch_openers=0, queue_openers=2, eof=True)
     assert len(r["errors"]) == 2
-    assert r["quota"] == CONFIG.write_quota
-    assert r["released"] == sorted([len(BODY), len(BODY), 100, 200])
+    assert r["quota"] == [CONFIG.write_quota, CONFIG.write_quota]
+    assert r["released"] == sorted([len(BODY), len(BODY), 100, 200, len(PARKED)])
 
 
 async def test_opener_in_drained_batch_is_orphaned() -> None:
     """(b) Openers in loopy's drained batch when h2 closes fail retryably; quota returns."""
     with trio.fail_after(10):
-        r = await _run_scenario(batch_openers=2, queue_openers=0)
+        r = await _run_scenario(batch_openers=2, queue_openers=0, eof=False)
     assert len(r["errors"]) == 2
-    assert r["quota"] == CONFIG.write_quota
-    assert r["released"] == sorted([len(BODY), len(BODY), 100, 200])
+    assert r["quota"] == [CONFIG.write_quota, CONFIG.write_quota]
+    assert r["released"] == sorted([len(BODY), len(BODY), 100, 200, len(PARKED)])
 
 
 async def test_data_in_loopys_hands_returns_quota() -> None:
     """(c) The DATA loopy is writing when h2 closes gives back its quota exactly once."""
     with trio.fail_after(10):
-        r = await _run_scenario(batch_openers=1, queue_openers=1)
+        r = await _run_scenario(batch_openers=1, queue_openers=1, eof=False)
     assert len(r["errors"]) == 2
-    assert r["quota"] == CONFIG.write_quota
-    assert r["released"] == sorted([len(BODY), len(BODY), 100, 200])
+    assert r["quota"] == [CONFIG.write_quota, CONFIG.write_quota]
+    assert r["released"] == sorted([len(BODY), len(BODY), 100, 200, len(PARKED)])
