@@ -79,12 +79,23 @@ def _pair() -> tuple[GatedStream, trio.abc.Stream]:
     return GatedStream(ours), peers
 
 
+#: WINDOW_UPDATE on stream 0 with a zero increment: a connection error (RFC 9113
+#: §6.9), so the client's h2 closes its state machine and frames GOAWAY itself.
+ZERO_WINDOW_UPDATE = b"\x00\x00\x04\x08\x00\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
+
+
 async def _kill(peer: ScriptedPeer, *, eof: bool) -> None:
-    """The peer commits the connection error: GOAWAY(PROTOCOL_ERROR), then EOF if ``eof``."""
-    peer.h2.close_connection(error_code=h2.errors.ErrorCodes.PROTOCOL_ERROR)
-    await peer.flush()
+    """The peer commits the connection error.
+
+    With ``eof``: GOAWAY(PROTOCOL_ERROR), then EOF. Without: a malformed frame only,
+    so the link stays open and loopy meets h2's CLOSED state in ``_handle``.
+    """
     if eof:
+        peer.h2.close_connection(error_code=h2.errors.ErrorCodes.PROTOCOL_ERROR)
+        await peer.flush()
         await peer.transport.aclose()
+    else:
+        await peer.send_raw(ZERO_WINDOW_UPDATE)
 
 
 async def _expect_closing(stream: H2Stream) -> ConnectionClosingError:
