@@ -4,8 +4,9 @@ A control item is either (a) in the producers' queue of the control buffer, (b) 
 loopy's drained batch, or (c) in loopy's hands, being written while loopy is blocked
 in ``send_all``. A :class:`GatedStream` transport holds loopy's ``send_all`` until the
 test releases it, so the test places items exactly; the scripted peer then ends the
-connection (GOAWAY(PROTOCOL_ERROR) plus EOF, which closes the client's h2 state
-machine) and the gate opens. Every opener must then fail with a retryable
+connection (GOAWAY(PROTOCOL_ERROR) plus EOF; or a malformed frame, which makes the
+client's h2 close its state machine, so loopy's ``_handle`` meets CLOSED) and the
+gate opens. Every opener must then fail with a retryable
 ``ConnectionClosingError`` (no hang), and every write-quota byte must come back
 (``trio_h2t/_stream.py``'s ``_quota_returner``; ``trio_h2t/_items.py``'s
 ``Data.orphan``; ``trio_h2t/_loopy.py``'s ``_drop_all_output``).
