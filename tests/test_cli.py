@@ -18,9 +18,11 @@ import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
+import h2.events
 import pytest
 import trio
 import trio.testing
+from helpers import open_peer_client
 
 import trio_h2t
 from trio_h2t._cli import (
@@ -290,9 +292,16 @@ async def test_symlink_inside_root_is_served(conn: trio_h2t.ClientConnection) ->
     assert (r.status, r.body) == (200, b"hello, world\n")
 
 
-async def test_path_without_slash_is_400(conn: trio_h2t.ClientConnection) -> None:
-    """A ``:path`` that is not absolute (``*``) is a 400."""
-    assert (await request(conn, "GET", "*")).status == 400
+async def test_path_without_slash_is_400(root: Path) -> None:
+    """A ``:path`` that is not absolute (``GET *``, from a raw h2 client: ours refuses
+    to send it) is a 400."""
+    block = [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"x"), (b":path", b"*")]
+    with trio.fail_after(10):
+        async with open_peer_client(make_handler(root)) as (peer, _core):
+            peer.h2.send_headers(1, block, end_stream=True)
+            await peer.flush()
+            event = await peer.receive_until(lambda ev: isinstance(ev, h2.events.ResponseReceived))
+    assert dict(event.headers)[b":status"] == b"400"
 
 
 @pytest.mark.parametrize("method", ["PUT", "DELETE", "OPTIONS", "PATCH"])
