@@ -204,4 +204,4 @@ def test_accepted_blocks_are_remembered_within_their_bounds() -> None:
         validate_to_send([(b"x-n", str(i).encode())], response=False, trailer=True)
     assert len(accepted) == _headers.ACCEPTED_ENTRIES
     validate_to_send([(b"x-n", b"last")], response=False, trailer=True)
-    assert accepted == {(False, True, (b"x-n", b"last")): None}
+    assert accepted == {(_headers._TO_SEND, False, True, (b"x-n", b"last")): None}

@@ -18,7 +18,9 @@ application sends the same few blocks again and again (a client's request header
 server's response headers and trailers), and a peer's blocks repeat the same way. A
 process-wide map holds at most ``ACCEPTED_ENTRIES`` accepted blocks of at most
 ``MAX_REMEMBERED_BLOCK`` bytes of names and values (cleared when full); a block found
-there is not checked again. Rejections are never remembered. The map is only read and
+there is not checked again. A block to send is remembered under a key of its own
+(it is also checked for its pseudo-header values), so a received block never vouches
+for one to send. Rejections are never remembered. The map is only read and
 written between awaits and each operation on it is atomic, so tasks, connections and
 threads share it safely.
 
@@ -107,6 +109,10 @@ def validate_received(
     if key in _accepted:
         return
     _check(headers, response, trailer)
+    _remember(key, headers)
+
+
+def _remember(key: tuple[object, ...], headers: Sequence[tuple[bytes, bytes]]) -> None:
     if sum(len(name) + len(value) for name, value in headers) <= MAX_REMEMBERED_BLOCK:
         if len(_accepted) >= ACCEPTED_ENTRIES:
             _accepted.clear()
@@ -189,13 +195,23 @@ def validate_to_send(
     The rules and the kinds are :func:`validate_received`'s, so a block we send is
     one our own server or client would accept.
     """
+    # A block to send is also checked for its pseudo-header values, which the rules
+    # for received blocks leave open; its verdict is remembered under a key of its
+    # own, so an accepted received block never vouches for one to send.
+    key = (_TO_SEND, response, trailer, *headers)
+    if key in _accepted:
+        return
     try:
-        validate_received(headers, response=response, trailer=trailer)
+        _check(headers, response, trailer)
     except ProtocolError as exc:
         kind = "trailer" if trailer else "response" if response else "request"
         raise ValueError(f"malformed {kind} header block, not sent: {exc}") from None
     if not trailer:
         _check_pseudo_values(headers, response)
+    _remember(key, headers)
+
+
+_TO_SEND = object()  # the first item of a to-send verdict's key in ``_accepted``
 
 
 # RFC 9110 §5.6.2: a method is a token, one or more tchar.
