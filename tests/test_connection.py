@@ -900,7 +900,7 @@ async def test_graceful_close_finishes_in_flight_and_refuses_new() -> None:
 
 async def test_handler_reset_after_the_clients_goaway_reaches_the_client() -> None:
     """Regression (found by the stateful suite): after the client's GOAWAY, a handler
-    that returns without answering gets its stream reset by the server, which leaves
+    that returns without finishing its response gets its stream reset by the server, which leaves
     the server idle: it then queues its own GOAWAY and closes. The RST_STREAM must be
     queued first, or loopy stops at the close without writing it and the client waits
     on the stream until the connection drops."""
@@ -908,8 +908,9 @@ async def test_handler_reset_after_the_clients_goaway_reaches_the_client() -> No
     in_handler = trio.Event()
 
     async def handler(stream: H2Stream) -> None:
+        await stream.send_headers(RESPONSE_200)  # (without headers it would get a 500)
         in_handler.set()
-        await release.wait()  # then return without a response
+        await release.wait()  # then return without finishing the response
 
     with trio.fail_after(5):
         async with (
@@ -922,8 +923,9 @@ async def test_handler_reset_after_the_clients_goaway_reaches_the_client() -> No
                 await trio.testing.wait_all_tasks_blocked()
                 assert core.goaway_received is not None  # the server saw our GOAWAY
                 release.set()
+                await s.receive_headers()
                 with pytest.raises(StreamResetError) as info:
-                    await s.receive_headers()
+                    await s.read_all()
             assert info.value.error_code == ErrorCodes.INTERNAL_ERROR
             assert info.value.remote
 
@@ -1207,10 +1209,12 @@ async def test_window_update_flood_is_read_on_and_queues_one_item_per_window() -
 async def test_handler_that_raises_resets_its_stream_and_is_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A raising handler gets RST_STREAM(INTERNAL_ERROR), is logged, and others carry on."""
+    """A handler raising after its headers gets RST_STREAM(INTERNAL_ERROR), is logged,
+    and others carry on (before its headers it gets a 500: tests/test_handler_errors.py)."""
 
     async def handler(stream: H2Stream) -> None:
         if path_of(stream) == b"/boom":
+            await stream.send_headers(RESPONSE_200)
             raise ValueError("boom")
         await echo(stream)
 
@@ -1218,8 +1222,9 @@ async def test_handler_that_raises_resets_its_stream_and_is_logged(
     with trio.fail_after(5):
         async with connected_pair(handler) as (conn, core):
             async with conn.open_stream(request("/boom"), end_stream=True) as s:
+                await s.receive_headers()
                 with pytest.raises(StreamResetError) as info:
-                    await s.receive_headers()
+                    await s.read_all()
             assert info.value.error_code == ErrorCodes.INTERNAL_ERROR
             assert info.value.remote is True
             assert await roundtrip(conn) == b"ping"

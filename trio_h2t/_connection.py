@@ -58,7 +58,9 @@ from ._h2state import GoAwayReceived, H2State, make_h2_state
 from ._items import (
     CloseConnection,
     ControlItem,
+    Data,
     GoAway,
+    Headers,
     PeerResponse,
     Ping,
     ResetStream,
@@ -79,6 +81,14 @@ log = logging.getLogger("trio_h2t")
 # applications how to pin the "hpack" logger themselves.
 
 Handler = Callable[[H2Stream], Awaitable[None]]
+
+#: What a server answers when its handler raised (or returned) before sending headers.
+INTERNAL_ERROR_BODY = b"internal server error\n"
+INTERNAL_ERROR_RESPONSE = (
+    (b":status", b"500"),
+    (b"content-type", b"text/plain; charset=utf-8"),
+    (b"content-length", str(len(INTERNAL_ERROR_BODY)).encode()),
+)
 
 #: Streams a server accepts before the client has acknowledged our SETTINGS (h2's
 #: and httpcore's default limit), if our own limit is lower.
@@ -426,22 +436,28 @@ class ConnectionCore:
         assert handler is not None
         scope = stream._cancel_scope
         assert scope is not None
+        raised = False
         try:
             with scope:
                 await handler(stream)
         except (StreamResetError, ConnectionClosingError, ConnectionLostError) as exc:
+            raised = True
             if stream._error is None:
-                log.exception("handler for stream %d raised; resetting it", stream.stream_id)
-                stream.reset(ErrorCodes.INTERNAL_ERROR)
+                self._handler_failed(stream)
             else:
                 # The stream failed under the handler (the peer reset it, or the
                 # connection ended) before it could be cancelled: not its bug.
                 log.debug("handler for stream %d stopped: %r", stream.stream_id, exc)
         except Exception:
-            log.exception("handler for stream %d raised; resetting it", stream.stream_id)
-            stream.reset(ErrorCodes.INTERNAL_ERROR)
+            raised = True
+            self._handler_failed(stream)
         finally:
             self._handlers_running -= 1
+            if not raised and not scope.cancelled_caught and self._answer_500(stream):
+                log.warning(
+                    "handler for stream %d returned without a response; answered 500",
+                    stream.stream_id,
+                )
             if not stream._closed:
                 if stream._end_queued and stream._error is None:
                     # The response is complete: close the request side too
@@ -457,6 +473,32 @@ class ConnectionCore:
                     )
                     stream.reset(code)
             self._check_idle()
+
+    def _handler_failed(self, stream: H2Stream) -> None:
+        # Called from an except clause: log.exception records the handler's traceback.
+        if self._answer_500(stream):
+            log.exception("handler for stream %d raised; answered 500", stream.stream_id)
+        else:
+            log.exception("handler for stream %d raised; resetting it", stream.stream_id)
+            stream.reset(ErrorCodes.INTERNAL_ERROR)
+
+    def _answer_500(self, stream: H2Stream) -> bool:
+        """Queue a whole 500 response if the handler sent no headers. Synchronous.
+
+        The body says only that the server failed: no traceback goes on the wire.
+        Returns False (nothing queued) if headers were sent, or the stream or the
+        connection is over; the caller then resets the stream.
+        """
+        if stream._headers_sent or stream._closed or stream._error is not None:
+            return False
+        try:
+            stream._put_output(Headers(stream, INTERNAL_ERROR_RESPONSE, False))
+        except ConnectionClosingError:
+            return False
+        stream._headers_sent = True
+        stream._put_output(Data(stream, INTERNAL_ERROR_BODY, True, None))
+        stream._end_queued = True
+        return True
 
     def _on_stream_reset(self, ev: h2.events.StreamReset) -> None:
         stream = self._streams.get(ev.stream_id)

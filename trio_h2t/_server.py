@@ -36,9 +36,10 @@ async def serve_connection(
     Each incoming stream runs ``await handler(stream)`` as a task in this
     connection's nursery. Returns when the connection is over (the peer closed it,
     a protocol error, or a graceful close finished); every task of the connection has
-    ended by then and the transport is closed. A handler that raises has its stream
-    reset with INTERNAL_ERROR and the error logged on the ``trio_h2t`` logger; the
-    connection carries on. Peer misbehaviour is answered on the wire (GOAWAY or
+    ended by then and the transport is closed. A handler that raises before its headers
+    gets a 500 response, after them a RST_STREAM(INTERNAL_ERROR); either way the error
+    is logged on the ``trio_h2t`` logger and the connection carries on. A handler
+    that returns without a response gets a 500 and a warning. Peer misbehaviour is answered on the wire (GOAWAY or
     RST_STREAM) and logged at DEBUG; it does not raise here. A client that has not
     sent its preface and first SETTINGS within ``config.handshake_timeout`` seconds is
     disconnected. An unexpected exception from the transport's ``receive_some`` or
