@@ -33,18 +33,18 @@ async def serve_connection(
 ) -> None:
     """Serve one HTTP/2 connection (h2c, prior knowledge) over any ``trio.abc.Stream``.
 
-    Each incoming stream runs ``await handler(stream)`` as a task in this
-    connection's nursery. Returns when the connection is over (the peer closed it,
-    a protocol error, or a graceful close finished); every task of the connection has
-    ended by then and the transport is closed. A handler that raises before its headers
-    gets a 500 response, after them a RST_STREAM(INTERNAL_ERROR); either way the error
-    is logged on the ``trio_h2t`` logger and the connection carries on. A handler
-    that returns without a response gets a 500 and a warning. Peer misbehaviour is answered on the wire (GOAWAY or
-    RST_STREAM) and logged at DEBUG; it does not raise here. A client that has not
-    sent its preface and first SETTINGS within ``config.handshake_timeout`` seconds is
-    disconnected. An unexpected exception from the transport's ``receive_some`` or
-    ``send_all`` (not a trio resource error) ends this connection only: it is logged
-    once at ERROR and does not raise here.
+    Each incoming stream runs ``await handler(stream)`` as a task in this connection's
+    nursery. Returns when the connection is over (the peer closed it, a protocol error,
+    or a graceful close finished); every task of the connection has ended by then and
+    the transport is closed. A handler that raises before its headers gets a 500
+    response, after them a RST_STREAM(INTERNAL_ERROR); either way the error is logged on
+    the ``trio_h2t`` logger and the connection carries on. A handler that returns
+    without a response gets a 500 and a warning. Peer misbehaviour is answered on the
+    wire (GOAWAY or RST_STREAM) and logged at DEBUG; it does not raise here. A client
+    that has not sent its preface and first SETTINGS within ``config.handshake_timeout``
+    seconds is disconnected. An unexpected exception from the transport's
+    ``receive_some`` or ``send_all`` (not a trio resource error) ends this connection
+    only: it is logged once at ERROR and does not raise here.
 
     Checkpoint: always. On cancellation: every handler is cancelled and the
     transport closed at once (use :meth:`H2Server.aclose` for a graceful drain).
