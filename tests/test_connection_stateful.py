@@ -121,7 +121,7 @@ from trio_h2t import (
     open_client_connection,
     serve_connection,
 )
-from trio_h2t._connection import ConnectionCore
+from trio_h2t._connection import INTERNAL_ERROR_BODY, ConnectionCore
 from trio_h2t._controlbuf import DEFAULT_THROTTLE_LIMIT
 from trio_h2t._items import Data
 from trio_h2t._stream import OUT_WAITING
@@ -605,6 +605,18 @@ class ConnectionMachine(RuleBasedStateMachine):
             with side.scope:
                 await self._run_side(side)
         finally:
+            scope = stream._cancel_scope
+            if (
+                not stream._headers_sent
+                and not stream._closed
+                and stream._error is None
+                and scope is not None
+                and not scope.cancel_called
+            ):
+                # trio_h2t answers a handler that ends without headers with a 500
+                # (docs/errors.md): the model counts that response as this side's.
+                side.sent[:] = INTERNAL_ERROR_BODY
+                side.headers_sent = side.end_sent = True
             side.finished()
         if side.raise_requested:
             raise _Boom(f"handler {model.idx} raises on purpose")
