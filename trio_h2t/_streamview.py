@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 import operator
 from abc import ABCMeta
-from typing import TYPE_CHECKING, final
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar, TypeVarTuple, final
 
 import trio
 from h2.errors import ErrorCodes
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from ._stream import H2Stream
 
 __all__ = ["H2StreamView"]
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 class _NoPublicConstructorABC(NoPublicConstructor, ABCMeta):
@@ -98,16 +102,7 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return
             payload = data if type(data) is bytes else bytes(data)
-            with trio.CancelScope() as scope:
-                self._scopes.add(scope)
-                try:
-                    await self.stream.send_data(payload)
-                except trio.BrokenResourceError as exc:
-                    self._check_open_after(exc)
-                    raise
-                finally:
-                    self._scopes.discard(scope)
-            self._check_open_after(None)
+            await self._guarded(self.stream.send_data, payload)
         finally:
             self._sending = False
 
@@ -120,16 +115,7 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
             self._check_open()
-            with trio.CancelScope() as scope:
-                self._scopes.add(scope)
-                try:
-                    await self.stream._wait_write_quota()
-                except trio.BrokenResourceError as exc:
-                    self._check_open_after(exc)
-                    raise
-                finally:
-                    self._scopes.discard(scope)
-            self._check_open_after(None)
+            await self._guarded(self.stream._wait_write_quota)
         finally:
             self._sending = False
 
@@ -145,16 +131,7 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
             if self._eof_sent:
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return
-            with trio.CancelScope() as scope:
-                self._scopes.add(scope)
-                try:
-                    await self.stream.end()
-                except trio.BrokenResourceError as exc:
-                    self._check_open_after(exc)
-                    raise
-                finally:
-                    self._scopes.discard(scope)
-            self._check_open_after(None)
+            await self._guarded(self.stream.end)
             self._eof_sent = True
         finally:
             self._sending = False
@@ -180,20 +157,28 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
             self._check_open()
-            chunk = b""
-            with trio.CancelScope() as scope:
-                self._scopes.add(scope)
-                try:
-                    chunk = await self.stream.receive_some(max_bytes)
-                except trio.BrokenResourceError as exc:
-                    self._check_open_after(exc)
-                    raise
-                finally:
-                    self._scopes.discard(scope)
-            self._check_open_after(None)
-            return chunk
+            return await self._guarded(self.stream.receive_some, max_bytes)
         finally:
             self._receiving = False
+
+    async def _guarded(self, operation: Callable[[*Ts], Awaitable[T]], *args: *Ts) -> T:
+        """``await operation(*args)`` in a scope that ``aclose`` cancels; a call that
+        ``aclose`` woke, or broke with its reset, raises ClosedResourceError."""
+        finished = False
+        with trio.CancelScope() as scope:
+            self._scopes.add(scope)
+            try:
+                result = await operation(*args)
+                finished = True
+            except trio.BrokenResourceError as exc:
+                self._check_open_after(exc)
+                raise
+            finally:
+                self._scopes.discard(scope)
+        self._check_open_after(None)
+        if not finished:  # only aclose cancels the scope, and it closes the view first
+            raise trio.ClosedResourceError("this stream view was closed")
+        return result
 
     def _check_open_after(self, exc: BaseException | None) -> None:
         # A call woken by our own aclose (its scope cancelled, or the reset that
