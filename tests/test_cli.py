@@ -553,6 +553,17 @@ async def _read_until_eof(stream: trio.abc.ReceiveStream) -> bytes:
     return b"".join(parts)
 
 
+async def first_line(proc: trio.Process) -> bytes:
+    """The server's first line on stdout (``serving on URL``), read a byte at a time."""
+    assert proc.stdout is not None
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = await proc.stdout.receive_some(1)
+        assert chunk, f"the server exited before listening: {line!r}"
+        line += chunk
+    return line
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 async def test_serve_stops_gracefully_on_signal(root: Path, signum: signal.Signals) -> None:
     """The server prints its real port, serves, and exits 0 on SIGINT / SIGTERM."""
@@ -564,11 +575,7 @@ async def test_serve_stops_gracefully_on_signal(root: Path, signum: signal.Signa
     assert proc.stderr is not None
     try:
         with trio.fail_after(PROC_TIMEOUT):
-            line = b""
-            while not line.endswith(b"\n"):
-                chunk = await proc.stdout.receive_some(1)
-                assert chunk, f"the server exited before listening: {line!r}"
-                line += chunk
+            line = await first_line(proc)
             assert line.startswith(b"serving on http://127.0.0.1:"), line
             url = line.decode().strip().removeprefix("serving on ")
             got = await trio.run_process([*CLI, "get", f"{url}/hello.txt"], capture_stdout=True)
@@ -641,11 +648,7 @@ async def test_serve_tls_and_get_with_cacert(root: Path, tmp_path: Path) -> None
     assert proc.stderr is not None
     try:
         with trio.fail_after(PROC_TIMEOUT):
-            line = b""
-            while not line.endswith(b"\n"):
-                chunk = await proc.stdout.receive_some(1)
-                assert chunk, f"the server exited before listening: {line!r}"
-                line += chunk
+            line = await first_line(proc)
             assert line.startswith(b"serving on https://127.0.0.1:"), line
             url = line.decode().strip().removeprefix("serving on ")
             get = [*CLI, "get", "--cacert", str(cafile), f"{url}/hello.txt"]
