@@ -647,8 +647,8 @@ class Snapshot:
 
 
 async def control(conn: trio_h2t.ClientConnection, what: str) -> dict[str, Any]:
-    _, body, _ = await conn.request("GET", f"/_bench/{what}")
-    result: dict[str, Any] = json.loads(body)
+    response = await conn.request("GET", f"/_bench/{what}")
+    result: dict[str, Any] = json.loads(response.body)
     return result
 
 

@@ -532,5 +532,5 @@ async def test_every_public_async_call_checkpoints_fast_path_included() -> None:
                 with trio.testing.assert_checkpoints():
                     await s2.aclose()
             with trio.testing.assert_checkpoints():
-                headers, data, _ = await conn.request("POST", "/", body=b"ping")
-            assert (headers, data) == (RESPONSE_200, b"ping")
+                response = await conn.request("POST", "/", body=b"ping")
+            assert (response.status, response.body) == (200, b"ping")

@@ -1525,8 +1525,8 @@ async def test_ipv6_authority_is_bracketed() -> None:
         with trio.fail_after(5):
             async with open_connection("::1", server.port) as conn:
                 assert conn.authority == f"[::1]:{server.port}".encode()
-                _, body, _ = await conn.request("GET", "/")
-                assert body == conn.authority
+                response = await conn.request("GET", "/")
+                assert response.body == conn.authority
         nursery.cancel_scope.cancel()
 
 

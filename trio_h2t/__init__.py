@@ -10,7 +10,11 @@ public. ``tests/test_exports.py`` checks it.
   an :class:`H2Stream`.
 - Server: :func:`open_server` / :func:`serve_tcp` (TCP, optionally TLS) /
   :func:`serve_listeners` (any ``trio.abc.Listener``) / :func:`serve_connection` (any
-  ``trio.abc.Stream``) run ``handler(stream)`` for each incoming stream.
+  ``trio.abc.Stream``) run ``handler(stream)`` (a :data:`Handler`) for each incoming
+  stream; ``stream.request`` is its :class:`Request`, ``stream.cancel_reason`` a
+  :class:`CancelReason`.
+- Messages: :class:`Headers` (a read-only multi-dict), :class:`Request`,
+  :class:`Response` (from ``ClientConnection.request``), :class:`TLSInfo`.
 - Errors: see ``_exceptions.py`` and ``docs/errors.md``.
 """
 
@@ -21,6 +25,7 @@ from ._client import (
     open_unix_connection as open_unix_connection,
 )
 from ._config import TransportConfig as TransportConfig
+from ._connection import Handler as Handler
 from ._exceptions import (
     ConnectionClosingError as ConnectionClosingError,
     ConnectionLostError as ConnectionLostError,
@@ -30,6 +35,13 @@ from ._exceptions import (
     RemoteProtocolError as RemoteProtocolError,
     StreamRefusedError as StreamRefusedError,
     StreamResetError as StreamResetError,
+)
+from ._messages import (
+    CancelReason as CancelReason,
+    Headers as Headers,
+    Request as Request,
+    Response as Response,
+    TLSInfo as TLSInfo,
 )
 from ._server import (
     H2Server as H2Server,
@@ -44,6 +56,7 @@ from ._util import fixup_module_metadata as _fixup_module_metadata
 from ._version import __version__ as __version__
 
 __all__ = [
+    "CancelReason",
     "ClientConnection",
     "ConnectionClosingError",
     "ConnectionLostError",
@@ -52,10 +65,15 @@ __all__ = [
     "H2Server",
     "H2Stream",
     "H2StreamView",
+    "Handler",
+    "Headers",
     "LocalProtocolError",
     "RemoteProtocolError",
+    "Request",
+    "Response",
     "StreamRefusedError",
     "StreamResetError",
+    "TLSInfo",
     "TransportConfig",
     "__version__",
     "open_client_connection",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import final
@@ -19,6 +19,7 @@ from ._exceptions import ConnectionClosingError, ConnectionLostError, LocalProto
 from ._headers import PERCENT_ENCODE_HINT
 from ._items import StartStream
 from ._loopy import LoopyStatistics
+from ._messages import Response
 from ._stream import (
     H2Stream,
     HeaderList,
@@ -138,6 +139,25 @@ class _StreamOpener:
         self._core.stream_closed(stream)
 
 
+async def _read_response(stream: H2Stream) -> Response:
+    headers = await stream.receive_headers()
+    body = await stream.read_all()
+    return Response._from_parts(headers, body, stream.trailers or ())
+
+
+async def _send_body(stream: H2Stream, body: AsyncIterable[bytes]) -> None:
+    """Send ``body`` then END_STREAM; the reading task reports a failed stream."""
+    try:
+        async for chunk in body:
+            await stream.send_data(chunk)
+        await stream.end()
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        if stream._error is None:
+            raise
+        # The stream failed (a reset, the connection's end): the task reading the
+        # response raises the same sticky error, so it is reported once.
+
+
 @final
 class ClientConnection(metaclass=NoPublicConstructor):
     """An HTTP/2 client connection; open streams on it with :meth:`open_stream`."""
@@ -221,27 +241,43 @@ class ClientConnection(metaclass=NoPublicConstructor):
         path: str,
         *,
         headers: Sequence[tuple[bytes | str, bytes | str]] = (),
-        body: bytes | bytearray | memoryview = b"",
-    ) -> tuple[list[tuple[bytes, bytes]], bytes, list[tuple[bytes, bytes]]]:
-        """Convenience: one whole request; returns (response headers, body, trailers).
+        body: bytes | bytearray | memoryview | AsyncIterable[bytes] = b"",
+    ) -> Response:
+        """Convenience: one whole request; returns the whole :class:`Response`.
 
-        Checkpoint: always, except when an argument is refused (raised before
-        anything is queued). On cancellation: the stream is reset with CANCEL.
+        ``body`` is ``bytes`` (none if empty), or an async iterable of ``bytes``
+        chunks, each sent with ``send_data`` as it comes: the body is sent by a
+        second task while this one reads the response, so a server that answers as
+        it reads (an echo) cannot stall on the stream windows. Once the response is
+        complete, a body still being sent is cancelled (the server did not need the
+        rest of it).
 
-        Raises:
-            TypeError: ``method`` or ``path`` is not a str, ``body`` is not bytes,
-                bytearray or memoryview, or a header field is neither bytes nor str.
+        Checkpoint: always. On cancellation: the stream is reset (CANCEL), as when
+        leaving ``open_stream`` early; what was already sent stays sent.
+
+        Raises: as :meth:`open_stream` and ``H2Stream``'s receive methods; an error
+        raised by iterating ``body`` passes through (the stream is reset);
+        RemoteProtocolError if the ``:status`` is not three digits.
+            TypeError: ``method`` or ``path`` is not a str, ``body`` is neither
+                bytes-like nor an async iterable (raised before anything is
+                queued), or a header field is neither bytes nor str; a chunk of an
+                async-iterable ``body`` that is not bytes-like raises in the call.
             ValueError: a malformed header block, or a non-ASCII method or path.
         """
-        _check_payload(body)
-        async with self.open_stream(
-            self.request_headers(method, path, headers), end_stream=not body
-        ) as stream:
-            if body:
-                await stream.send_data(body, end_stream=True)
-            response = await stream.receive_headers()
-            data = await stream.read_all()
-            return response, data, stream.trailers or []
+        if not isinstance(body, AsyncIterable):
+            _check_payload(body)
+        extra = self.request_headers(method, path, headers)
+        if isinstance(body, bytes | bytearray | memoryview):
+            async with self.open_stream(extra, end_stream=not body) as stream:
+                if body:
+                    await stream.send_data(body, end_stream=True)
+                return await _read_response(stream)
+        async with self.open_stream(extra) as stream, _unwrap_single():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_send_body, stream, body, name="h2-request-body")
+                response = await _read_response(stream)
+                nursery.cancel_scope.cancel()
+            return response
 
     @property
     def open_streams(self) -> int:

@@ -70,6 +70,7 @@ from ._items import (
     WindowUpdate,
 )
 from ._loopy import Loopy
+from ._messages import CancelKind, CancelReason, ConnectionInfo, connection_info
 from ._stream import H2Stream, HeaderList
 
 __all__ = ["ConnectionCore", "Handler"]
@@ -93,7 +94,6 @@ INTERNAL_ERROR_RESPONSE = (
 #: Streams a server accepts before the client has acknowledged our SETTINGS (h2's
 #: and httpcore's default limit), if our own limit is lower.
 PRE_ACK_STREAM_LIMIT = 100
-
 
 class _PeerClosed(Exception):
     """The transport reached EOF."""
@@ -209,6 +209,8 @@ class ConnectionCore:
         # task ends; a graceful close waits for it to reach 0.
         self._handlers_running = 0
         self._settings_acked = False  # owner: reader: the peer acked our SETTINGS
+        # shared: set once, by the first stream task that asks (connection_info()).
+        self._info: ConnectionInfo | None = None
 
     # ------------------------------------------------------------------ start-up
 
@@ -425,8 +427,7 @@ class ConnectionCore:
         self.h2.reset_stream(stream.stream_id, code)
         self._put(PeerResponse("rst"))
         stream._reset_sent = True
-        if stream._cancel_scope is not None:
-            stream._cancel_scope.cancel()
+        self._cancel_handler(stream, "stream-error", code)
         stream._fail(StreamResetError(stream.stream_id, code, remote=False))
         self._put(StreamDone(stream))
         self.stream_closed(stream)
@@ -491,12 +492,15 @@ class ConnectionCore:
         """
         if stream._headers_sent or stream._closed or stream._error is not None:
             return False
+        # RFC 9110 §9.3.2: a response to HEAD carries no content.
+        head = (b":method", b"HEAD") in (stream._headers or ())
         try:
-            stream._put_output(Headers(stream, INTERNAL_ERROR_RESPONSE, False))
+            stream._put_output(Headers(stream, INTERNAL_ERROR_RESPONSE, head))
         except ConnectionClosingError:
             return False
         stream._headers_sent = True
-        stream._put_output(Data(stream, INTERNAL_ERROR_BODY, True, None))
+        if not head:
+            stream._put_output(Data(stream, INTERNAL_ERROR_BODY, True, None))
         stream._end_queued = True
         return True
 
@@ -518,8 +522,7 @@ class ConnectionCore:
             error = StreamResetError(ev.stream_id, code, remote=ev.remote_reset)
         # Cancel the handler first: a handler parked on the stream then sees
         # Cancelled (as documented), not a StreamResetError logged as its failure.
-        if stream._cancel_scope is not None:
-            stream._cancel_scope.cancel()
+        self._cancel_handler(stream, "peer-reset" if ev.remote_reset else "stream-error", code)
         stream._fail(error)
         self._put(StreamDone(stream))
         self.stream_closed(stream)
@@ -588,6 +591,22 @@ class ConnectionCore:
         # After finish the connection is going away: nothing more is owed.
         with contextlib.suppress(ConnectionClosingError):
             self.cbuf.put(item)
+
+    def _cancel_handler(self, stream: H2Stream, kind: CancelKind, code: int | None) -> None:
+        """Cancel a server stream's handler, recording why (the first reason wins)."""
+        scope = stream._cancel_scope
+        if scope is None:
+            return  # a client stream: its task is the user's, not ours to cancel
+        if stream._cancel_reason is None:
+            stream._cancel_reason = CancelReason._make(kind, code)
+        scope.cancel()
+
+    def connection_info(self) -> ConnectionInfo:
+        """The transport's addresses and TLS state, computed on the first call."""
+        info = self._info
+        if info is None:
+            info = self._info = connection_info(self.transport)
+        return info
 
     def find_stream(self, stream_id: int) -> H2Stream | None:
         return self._streams.get(stream_id)
@@ -748,14 +767,19 @@ class ConnectionCore:
                 goaway_error.__cause__ = error
                 error = goaway_error
             self.error = error
+        kind: CancelKind = "shutdown"
+        code = None
+        if isinstance(error, trio.BrokenResourceError):
+            kind = "connection-lost"
+            if isinstance(error, H2ProtocolError):
+                code = error.error_code
         for stream in list(self._streams.values()):
             if isinstance(error, trio.BrokenResourceError):
                 stream_error: BaseException = ConnectionLostError("the connection was lost")
             else:
                 stream_error = ConnectionClosingError("the connection was closed")
             stream_error.__cause__ = error
-            if stream._cancel_scope is not None:
-                stream._cancel_scope.cancel()  # first, as in _on_stream_reset
+            self._cancel_handler(stream, kind, code)  # first, as in _on_stream_reset
             stream._fail(stream_error)
             self.stream_closed(stream)
         self._quota_lot.unpark_all()

@@ -38,7 +38,8 @@ async def serve_connection(
     or a graceful close finished); every task of the connection has ended by then and
     the transport is closed. A handler that raises before its headers gets a 500
     response, after them a RST_STREAM(INTERNAL_ERROR); either way the error is logged on
-    the ``trio_h2t`` logger and the connection carries on. A handler that returns
+    the ``trio_h2t`` logger (docs/errors.md, "Handler errors") and the connection
+    carries on. A handler that returns
     without a response gets a 500 and a warning. Peer misbehaviour is answered on the
     wire (GOAWAY or RST_STREAM) and logged at DEBUG; it does not raise here. A client
     that has not sent its preface and first SETTINGS within ``config.handshake_timeout``

@@ -32,6 +32,7 @@ from ._exceptions import ConnectionClosingError, H2ProtocolError, StreamResetErr
 from ._flow import StreamInFlow
 from ._headers import validate_to_send
 from ._items import Data, Headers
+from ._messages import CancelReason, Request
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     __slots__ = (
         "_body_received",
+        "_cancel_reason",
         "_cancel_scope",
         "_chunks",
         "_closed",
@@ -125,6 +127,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         "_out_state",
         "_recv_ended",
         "_recv_waiter",
+        "_request_view",
         "_reset_sent",
         "_rst_on_end",
         "_send_waiter",
@@ -182,6 +185,10 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._closed = False  # both directions over (or reset); deregistered
         #: Server only: the handler's cancel scope (cancelled if the peer resets).
         self._cancel_scope: trio.CancelScope | None = None
+        #: Server only: why the core cancelled that scope; set once, with the cancel.
+        self._cancel_reason: CancelReason | None = None
+        # owner: stream task. The Request view, built on first use.
+        self._request_view: Request | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -198,6 +205,33 @@ class H2Stream(metaclass=NoPublicConstructor):
     def trailers(self) -> HeaderList | None:
         """Trailers received from the peer, if any (after the end of the stream)."""
         return self._trailers
+
+    @property
+    def request(self) -> Request:
+        """The request head, decoded (server side): method, path, headers, peer...
+
+        Built on first use from :attr:`headers` (see ``trio_h2t.Request``).
+        Raises RuntimeError on a client stream (it has no request to read).
+        """
+        view = self._request_view
+        if view is None:
+            if self._core.client_side or self._headers is None:
+                raise RuntimeError("stream.request exists only on a server stream")
+            view = Request._from_block(self._headers, self._core.connection_info())
+            self._request_view = view
+        return view
+
+    @property
+    def cancel_reason(self) -> CancelReason | None:
+        """Why the connection cancelled this stream's handler, or None (server side).
+
+        Set when the connection cancels the handler: the peer reset the stream
+        (``"peer-reset"`` and its code), the peer's request was malformed
+        (``"stream-error"``), the connection was lost (``"connection-lost"``) or
+        closed by this side (``"shutdown"``). None if the handler was not cancelled
+        by the connection (a cancellation from outside, e.g. of ``serve_tcp``).
+        """
+        return self._cancel_reason
 
     async def receive_headers(self) -> HeaderList:
         """Wait for the peer's headers (the response, on a client) and return them.
