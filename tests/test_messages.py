@@ -339,6 +339,24 @@ async def test_500_on_the_wire_ends_the_stream_without_a_reset() -> None:
             assert core.open_streams == 0
 
 
+async def test_500_to_a_head_request_has_no_body() -> None:
+    """RFC 9110 §9.3.2: the 500 answering a HEAD request ends with its HEADERS."""
+
+    async def handler(stream: H2Stream) -> None:
+        raise ValueError("boom")
+
+    with trio.fail_after(5):
+        async with open_peer_client(handler) as (peer, _):
+            head = [(b":method", b"HEAD"), *REQUEST[1:]]
+            peer.h2.send_headers(1, head, end_stream=True)
+            await peer.flush()
+            await peer.receive_until(lambda ev: isinstance(ev, h2.events.StreamEnded))
+            [response] = peer.events_of(h2.events.ResponseReceived)
+            assert dict(response.headers)[b":status"] == b"500"
+            assert peer.frames_of(DataFrame) == []
+            assert peer.frames_of(RstStreamFrame) == []
+
+
 async def test_handler_raising_after_headers_resets_with_internal_error(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -648,18 +666,14 @@ async def test_httpx_sees_a_500_instead_of_a_reset() -> None:
     async def handler(stream: H2Stream) -> None:
         raise RuntimeError("boom")
 
-    logging.getLogger("trio_h2t").disabled = True
-    try:
-        async with trio.open_nursery() as nursery:
-            server: H2Server = await nursery.start(
-                functools.partial(serve_tcp, handler, 0, host="127.0.0.1")
-            )
-            with trio.fail_after(10):
-                async with httpx.AsyncClient(http1=False, http2=True) as client:
-                    response = await client.get(f"http://127.0.0.1:{server.port}/")
-            await server.aclose()
-    finally:
-        logging.getLogger("trio_h2t").disabled = False
+    async with trio.open_nursery() as nursery:
+        server: H2Server = await nursery.start(
+            functools.partial(serve_tcp, handler, 0, host="127.0.0.1")
+        )
+        with trio.fail_after(10):
+            async with httpx.AsyncClient(http1=False, http2=True) as client:
+                response = await client.get(f"http://127.0.0.1:{server.port}/")
+        await server.aclose()
     assert response.http_version == "HTTP/2"
     assert response.status_code == 500
     assert response.headers["content-type"].startswith("text/plain")
