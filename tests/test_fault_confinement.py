@@ -44,9 +44,9 @@ def _req(path: bytes) -> list[tuple[bytes, bytes]]:
 
 async def _good_request(conn: ClientConnection) -> None:
     """A well-behaved POST to /good: its echo must come back whole."""
-    response, body, _ = await conn.request("POST", "/good", body=b"hello")
-    assert dict(response)[b":status"] == b"200"
-    assert body == b"hello"
+    response = await conn.request("POST", "/good", body=b"hello")
+    assert response.status == 200
+    assert response.body == b"hello"
 
 
 async def _echo(stream: H2Stream) -> None:
@@ -116,9 +116,9 @@ async def test_wrong_stream_call_raises_in_caller(
     with trio.fail_after(30):
         async with connected_pair(handler) as (conn, _core), trio.open_nursery() as nursery:
             nursery.start_soon(_good_request, conn)
-            response, body, _ = await conn.request("GET", "/bad")
-            assert dict(response)[b":status"] == b"200"
-            assert body == b"ok"  # only what the good calls queued
+            response = await conn.request("GET", "/bad")
+            assert response.status == 200
+            assert response.body == b"ok"  # only what the good calls queued
     assert len(seen) == 1
     assert conn.error is not None  # closed gracefully on leaving, not before
     assert "closed" in str(conn.error)

@@ -47,8 +47,8 @@ async def _bad_then_good(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(answer)
-        response, _, _ = await conn.request("GET", "/")
-    assert response == [(b":status", b"200")]
+        response = await conn.request("GET", "/")
+    assert (response.status, response.headers.raw) == (200, ())
     assert not peer.frames_of(GoAwayFrame)
     assert conn.error is None
 
@@ -107,7 +107,7 @@ async def test_bodiless_304_with_content_length_is_accepted() -> None:
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(answer)
-                response, body, _ = await conn.request("GET", "/")
-            assert response[0] == (b":status", b"304")
-            assert body == b""
+                response = await conn.request("GET", "/")
+            assert response.status == 304
+            assert response.body == b""
             assert conn.error is None

@@ -52,9 +52,9 @@ async def test_tls_round_trip(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLCon
             trio_h2t.open_connection("127.0.0.1", server.port, ssl_context=client_ctx) as conn,
         ):
             assert conn.scheme == b"https"
-            head, body, _ = await conn.request("GET", "/")
-            assert dict(head)[b":status"] == b"200"
-            assert body == b"hello https"
+            response = await conn.request("GET", "/")
+            assert response.status == 200
+            assert response.body == b"hello https"
 
 
 async def test_tls_client_offering_only_http11_is_closed(
@@ -146,8 +146,8 @@ async def test_unix_socket_both_ways(unix_path: Path) -> None:
                 _ = server.port
             async with trio_h2t.open_unix_connection(unix_path) as conn:
                 assert conn.authority == b"localhost"
-                _, body, _ = await conn.request("GET", "/")
-                assert body == b"hello http"
+                response = await conn.request("GET", "/")
+                assert response.body == b"hello http"
             await server.aclose()
         assert sock.fileno() == -1
 
@@ -210,8 +210,8 @@ async def test_open_server_typed_use() -> None:
         async with trio_h2t.open_server(handler, 0, host="127.0.0.1") as server:
             port: int = server.port
             async with trio_h2t.open_connection("127.0.0.1", port) as conn:
-                _, body, _ = await conn.request("GET", "/")
-                assert body == b"hello http"
+                response = await conn.request("GET", "/")
+                assert response.body == b"hello http"
         with pytest.raises(OSError, match="connect"):
             await trio.open_tcp_stream("127.0.0.1", port)
 

@@ -95,6 +95,7 @@ INTERNAL_ERROR_RESPONSE = (
 #: and httpcore's default limit), if our own limit is lower.
 PRE_ACK_STREAM_LIMIT = 100
 
+
 class _PeerClosed(Exception):
     """The transport reached EOF."""
 
@@ -469,6 +470,12 @@ class ConnectionCore:
                     else:
                         stream._rst_on_end = True
                 else:
+                    if not raised and not scope.cancelled_caught:
+                        log.warning(
+                            "handler for stream %d returned without ending its response;"
+                            " resetting it",
+                            stream.stream_id,
+                        )
                     code = (
                         ErrorCodes.CANCEL if scope.cancelled_caught else ErrorCodes.INTERNAL_ERROR
                     )
