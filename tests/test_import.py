@@ -103,7 +103,6 @@ ALLOWED: dict[str, frozenset[str]] = {
     ),
     "_server": frozenset(
         {
-            "_client",
             "_config",
             "_connection",
             "_exceptions",

@@ -29,7 +29,7 @@ from ._stream import (
     _check_bool,
     _check_payload,
 )
-from ._util import NoPublicConstructor
+from ._util import ALPN_H2, NoPublicConstructor, unwrap_single
 
 __all__ = [
     "ClientConnection",
@@ -37,9 +37,6 @@ __all__ = [
     "open_connection",
     "open_unix_connection",
 ]
-
-#: The one application protocol a TLS client offers (RFC 9113 §3.2; RFC 7301 ALPN).
-ALPN_H2 = "h2"
 
 
 @final
@@ -273,7 +270,7 @@ class ClientConnection(metaclass=NoPublicConstructor):
                 if body:
                     await stream.send_data(body, end_stream=True)
                 return await _read_response(stream)
-        async with self.open_stream(extra) as stream, _unwrap_single():
+        async with self.open_stream(extra) as stream, unwrap_single():
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_send_body, stream, body, name="h2-request-body")
                 response = await _read_response(stream)
@@ -332,7 +329,7 @@ async def open_client_connection(
     config = config or TransportConfig()
     core = ConnectionCore(transport, client_side=True, config=config)
     try:
-        async with _unwrap_single(), trio.open_nursery() as nursery:
+        async with unwrap_single(), trio.open_nursery() as nursery:
             await core.send_preface()
             nursery.start_soon(Reader(core).run, name="h2-reader")
             nursery.start_soon(core.run_loopy, name="h2-loopy")
@@ -358,18 +355,6 @@ async def open_client_connection(
             nursery.cancel_scope.cancel()
     finally:
         await trio.aclose_forcefully(transport)
-
-
-@asynccontextmanager
-async def _unwrap_single() -> AsyncIterator[None]:
-    # The connection's nursery wraps the user's exception in an ExceptionGroup
-    # (strict groups); when it is the only one, give the user their own exception.
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from group.exceptions[0].__cause__
-        raise
 
 
 def _reason(exc: OSError) -> str:

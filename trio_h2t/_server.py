@@ -27,14 +27,13 @@ import h2.events
 import trio
 from h2.errors import ErrorCodes
 
-from ._client import ALPN_H2, _unwrap_single
 from ._config import TransportConfig
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
 from ._items import Data, Headers, PeerResponse
 from ._reader import Reader
 from ._stream import H2Stream, HeaderList
-from ._util import NoPublicConstructor
+from ._util import ALPN_H2, NoPublicConstructor, unwrap_single
 
 __all__ = [
     "H2Server",
@@ -493,7 +492,7 @@ async def open_server(
     leaving. On cancellation: entering, nothing remains listening; leaving, the drain
     stops and every connection is cancelled.
     """
-    async with _unwrap_single(), trio.open_nursery() as nursery:
+    async with unwrap_single(), trio.open_nursery() as nursery:
         server: H2Server = await nursery.start(
             functools.partial(
                 serve_tcp, handler, port, host=host, ssl_context=ssl_context, config=config

@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 from typing import Any, NoReturn, TypeVar
 
-__all__ = ["NoPublicConstructor", "fixup_module_metadata"]
+__all__ = ["ALPN_H2", "NoPublicConstructor", "fixup_module_metadata", "unwrap_single"]
 
 T = TypeVar("T")
+
+#: The one application protocol HTTP/2 over TLS selects, on both sides
+#: (RFC 9113 §3.2; RFC 7301 ALPN).
+ALPN_H2 = "h2"
+
+
+@contextlib.asynccontextmanager
+async def unwrap_single() -> AsyncIterator[None]:
+    """Re-raise the only exception of an ExceptionGroup leaving the block, as itself.
+
+    A connection's nursery wraps the user's exception in an ExceptionGroup (strict
+    groups); when it is the only one, the user gets their own exception back.
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group.exceptions[0].__cause__
+        raise
 
 
 class NoPublicConstructor(type):
