@@ -35,6 +35,19 @@ import h2.events
 import h2.exceptions
 import trio
 from h2.errors import ErrorCodes
+from h2.events import (
+    DataReceived,
+    PingAckReceived,
+    PingReceived,
+    RemoteSettingsChanged,
+    RequestReceived,
+    ResponseReceived,
+    SettingsAcknowledged,
+    StreamEnded,
+    StreamReset,
+    TrailersReceived,
+    WindowUpdated,
+)
 from h2.settings import SettingCodes
 
 from ._connection import ConnectionCore
@@ -204,9 +217,13 @@ class Reader:
         core = self._core
         streams = self._streams
         for ev in events:
-            kind = type(ev)
-            if kind is h2.events.DataReceived:
-                assert isinstance(ev, h2.events.DataReceived)
+            # A chain of ``type(ev) is C`` tests, not ``match ev: case C():``: on
+            # CPython 3.11 each class pattern is an isinstance() call, and this loop
+            # runs for every event. Measured on this dispatch, ``match`` cost 3x the
+            # ``is`` chain per event and +0.75 % instructions per unary RPC
+            # (benchmarks/icount.py). mypy narrows ``ev`` on ``type(ev) is C``, so no
+            # assert is needed; no h2 event class subclasses another.
+            if type(ev) is DataReceived:
                 n = ev.flow_controlled_length
                 inc = self._in_flow.on_data(n)
                 if inc:
@@ -221,21 +238,17 @@ class Reader:
                 if stream is not None:
                     stream._body_received += len(ev.data)
                     stream._on_data(ev.data, n)
-            elif kind is h2.events.RequestReceived:
-                assert isinstance(ev, h2.events.RequestReceived)
+            elif type(ev) is RequestReceived:
                 announced |= self._on_request(ev)
-            elif kind is h2.events.ResponseReceived:
-                assert isinstance(ev, h2.events.ResponseReceived)
+            elif type(ev) is ResponseReceived:
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
                     stream._on_headers(list(ev.headers))
-            elif kind is h2.events.TrailersReceived:
-                assert isinstance(ev, h2.events.TrailersReceived)
+            elif type(ev) is TrailersReceived:
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
                     stream._on_trailers(list(ev.headers))
-            elif kind is h2.events.StreamEnded:
-                assert isinstance(ev, h2.events.StreamEnded)
+            elif type(ev) is StreamEnded:
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
                     expected = stream._content_length
@@ -246,31 +259,26 @@ class Reader:
                     stream._on_end()
                     if stream._out_done:
                         core.stream_closed(stream)
-            elif kind is h2.events.StreamReset:
-                assert isinstance(ev, h2.events.StreamReset)
+            elif type(ev) is StreamReset:
                 if not ev.remote_reset:
                     self._put(PeerResponse("rst"))  # h2 answered with RST_STREAM
                     announced = True
                 self._on_stream_reset(ev)
-            elif kind is h2.events.WindowUpdated:
-                assert isinstance(ev, h2.events.WindowUpdated)
+            elif type(ev) is WindowUpdated:
                 self._window_opened(ev.stream_id)
-            elif kind is h2.events.RemoteSettingsChanged:
-                assert isinstance(ev, h2.events.RemoteSettingsChanged)
+            elif type(ev) is RemoteSettingsChanged:
                 self._put(PeerResponse("settings-ack"))
                 announced = True
                 self._on_settings(ev)
-            elif kind is h2.events.PingReceived:
+            elif type(ev) is PingReceived:
                 self._put(PeerResponse("ping-ack"))
                 announced = True
-            elif kind is h2.events.PingAckReceived:
-                assert isinstance(ev, h2.events.PingAckReceived)
+            elif type(ev) is PingAckReceived:
                 if ev.ping_data == BDP_PING_DATA and self._bdp is not None:
                     self._on_bdp_ack()
-            elif kind is h2.events.SettingsAcknowledged:
+            elif type(ev) is SettingsAcknowledged:
                 core.settings_acked = True
-            elif kind is GoAwayReceived:
-                assert isinstance(ev, GoAwayReceived)
+            elif type(ev) is GoAwayReceived:
                 self._on_goaway(ev)
             # Others (PriorityUpdated, InformationalResponse,
             # UnknownFrameReceived, ...) need nothing from us.
