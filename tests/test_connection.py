@@ -1314,6 +1314,58 @@ async def test_connection_window_update_resumes_active_streams_round_robin() -> 
         assert body == pattern(size, seed)
 
 
+async def test_output_needing_no_window_passes_a_stream_blocked_on_the_connection_window(
+    autojump_clock: object,
+) -> None:
+    """With stream A out of connection window, B's end() and C's trailers still go out."""
+    settings = {SettingCodes.INITIAL_WINDOW_SIZE: MiB}  # only the connection window binds
+    with trio.fail_after(5):  # mock time: a missing frame fails at once, not in 5 s
+        async with (
+            open_peer_server(settings=settings) as (conn, peer),
+            conn.open_stream(REQUEST) as a,
+            conn.open_stream(REQUEST) as b,
+            conn.open_stream(REQUEST) as c,
+        ):
+            await peer.read_until(lambda: len(peer.events_of(h2.events.RequestReceived)) == 3)
+            await a.send_data(bytes(100_000), end_stream=True)
+
+            def data_of(sid: int) -> int:
+                return sum(
+                    e.flow_controlled_length
+                    for e in peer.events_of(h2.events.DataReceived)
+                    if e.stream_id == sid
+                )
+
+            await peer.read_until(lambda: data_of(a.stream_id) == 65_535)
+            await trio.testing.wait_all_tasks_blocked()  # loopy: A waits for window
+            window = conn._core.h2.outbound_flow_control_window
+            assert window == 0  # the connection window is spent
+            await b.end()  # an empty DATA with END_STREAM, queued behind A
+            await c.send_data(b"")  # queued behind A too, and C's trailers behind it
+            await c.send_trailers([(b"x-done", b"1")])
+
+            def ended() -> set[int]:
+                return {e.stream_id for e in peer.events_of(h2.events.StreamEnded)}
+
+            await peer.read_until(lambda: {b.stream_id, c.stream_id} <= ended())
+            [trailers] = peer.events_of(h2.events.TrailersReceived)
+            assert trailers.stream_id == c.stream_id
+            assert a.stream_id not in ended()
+            assert data_of(a.stream_id) == 65_535  # A still waits for the window
+            # Still spent: the peer sent no WINDOW_UPDATE; B and C needed none.
+            assert conn._core.h2.outbound_flow_control_window == 0
+            # The window reopens: A finishes.
+            peer.h2.increment_flow_control_window(MiB)
+            await peer.flush()
+            await peer.read_until(lambda: a.stream_id in ended())
+            assert data_of(a.stream_id) == 100_000
+            for s in (a, b, c):
+                peer.h2.send_headers(s.stream_id, RESPONSE_200, end_stream=True)
+            await peer.flush()
+            for s in (a, b, c):
+                await s.receive_headers()
+
+
 async def test_connection_window_update_does_not_wake_a_stream_parked_on_its_own_window() -> None:
     """A stream out of stream window stays parked on a connection WINDOW_UPDATE."""
     settings = {SettingCodes.INITIAL_WINDOW_SIZE: 0}

@@ -16,14 +16,17 @@ Theory of operation (grpc-go's ``loopyWriter.run``, re-thought for Trio)
    if more than ``write_buffer_size`` bytes were framed, flushed as they pile up).
 
 Data is written **round robin**: the active list holds exactly the streams that have
-queued data and an open stream window (invariant: ``stream in active`` iff
+queued output that may be able to move (invariant: ``stream in active`` iff
 ``stream._out_state == OUT_ACTIVE``). Each turn writes at most one quantum, one DATA
 frame of at most ``min(peer MAX_FRAME_SIZE, stream window, connection window)``
-bytes, for the stream at the head, then moves it to the tail. A stream whose window
-is exhausted parks (``OUT_WAITING``) until the peer reopens that window; when the
-*connection* window is exhausted, nothing moves until a connection WINDOW_UPDATE,
-after which the active streams continue in their round-robin order; no parked stream
-is woken by it.
+bytes, for the stream at the head, then moves it to the tail. A stream whose own
+window is exhausted parks (``OUT_WAITING``) until the peer reopens that window. A
+stream whose next DATA needs the *connection* window while it is exhausted parks
+too (``OUT_CONN_WAITING``), so the streams behind it whose next output needs no
+window (trailers, an empty DATA carrying END_STREAM) still go out; a connection
+WINDOW_UPDATE puts those parked streams back at the head of the active list, in
+the order they parked (they were at its head), and wakes no stream parked on its
+own window.
 
 Payload copies (per DATA byte): one slice when a payload spans several frames (a
 memoryview slice is copied by h2's ``tobytes``), one in hyperframe's frame
@@ -78,7 +81,7 @@ from ._items import (
     WindowOpened,
     WindowUpdate,
 )
-from ._stream import OUT_ACTIVE, OUT_EMPTY, OUT_WAITING, H2Stream
+from ._stream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_EMPTY, OUT_WAITING, H2Stream
 
 __all__ = ["Loopy", "LoopyCore", "LoopyStatistics"]
 
@@ -172,6 +175,9 @@ class Loopy:
         # An insertion-ordered dict, not a set: parked streams resume in the order
         # they parked (round robin), the same on every run.
         self._waiting: dict[H2Stream, None] = {}
+        # Invariant: a stream is in _conn_waiting iff its _out_state is
+        # OUT_CONN_WAITING (its next DATA needs the exhausted connection window).
+        self._conn_waiting: deque[H2Stream] = deque()
         # Bytes framed outside h2 (GOAWAY), in order with h2's own buffer.
         self._chunks: list[bytes] = []
         self._frames = 0
@@ -444,7 +450,15 @@ class Loopy:
 
     def _window_opened(self, stream_id: int) -> None:
         if stream_id == 0:
-            return  # active streams simply continue, in round-robin order
+            # The connection window reopened: the streams parked on it were at the
+            # head of the round robin, so they go back there, in the order they parked.
+            conn_waiting = self._conn_waiting
+            if conn_waiting:
+                for stream in conn_waiting:
+                    stream._out_state = OUT_ACTIVE
+                self._active.extendleft(reversed(conn_waiting))
+                conn_waiting.clear()
+            return
         if stream_id == -1:
             waiting = list(self._waiting)
             self._waiting.clear()
@@ -461,8 +475,8 @@ class Loopy:
     def _process_data(self) -> bool:
         """Write one quantum for the stream at the head of the active list.
 
-        Returns False if nothing could move (no active stream, or no connection
-        window), True otherwise.
+        Returns False if there is no active stream, True otherwise (something was
+        written, or the head stream was parked or dropped).
         """
         active = self._active
         if not active:
@@ -503,7 +517,12 @@ class Loopy:
                 self._after_write(stream)
                 return True
             if h2.outbound_flow_control_window <= 0:
-                return False
+                # Park on the connection window; streams behind whose output needs
+                # no window (trailers, an empty END_STREAM) are not held up by it.
+                active.popleft()
+                stream._out_state = OUT_CONN_WAITING
+                self._conn_waiting.append(stream)
+                return True
             try:
                 window = h2.local_flow_control_window(sid)
             except (StreamClosedError, KeyError, ProtocolError):
@@ -577,6 +596,9 @@ class Loopy:
                 self._active.remove(stream)
         elif stream._out_state == OUT_WAITING:
             self._waiting.pop(stream, None)
+        elif stream._out_state == OUT_CONN_WAITING:
+            with contextlib.suppress(ValueError):
+                self._conn_waiting.remove(stream)
         stream._out_state = OUT_EMPTY
         stream._out_offset = 0
         queue = stream._out_queue
@@ -588,7 +610,8 @@ class Loopy:
     def _drop_all_output(self) -> None:
         # Active *and* parked streams: a stream parked on an exhausted window still
         # holds data, and its producer's write quota, until it is dropped.
-        for stream in [*self._active, *self._waiting]:
+        for stream in [*self._active, *self._waiting, *self._conn_waiting]:
             self._drop_output(stream)
         self._active.clear()
         self._waiting.clear()
+        self._conn_waiting.clear()

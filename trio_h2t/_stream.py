@@ -47,6 +47,7 @@ HeaderList = list[tuple[bytes, bytes]]
 OUT_EMPTY = 0  # nothing queued; not on the active list
 OUT_ACTIVE = 1  # data queued and stream window open; on the active list
 OUT_WAITING = 2  # data queued, stream window exhausted; parked until it reopens
+OUT_CONN_WAITING = 3  # data queued, connection window exhausted; parked until it reopens
 
 
 def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> HeaderList:
