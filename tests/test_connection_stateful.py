@@ -124,8 +124,8 @@ from trio_h2t import (
 from trio_h2t._connection import ConnectionCore
 from trio_h2t._controlbuf import DEFAULT_THROTTLE_LIMIT
 from trio_h2t._items import Data
+from trio_h2t._outstream import OUT_WAITING
 from trio_h2t._server import INTERNAL_ERROR_BODY
-from trio_h2t._stream import OUT_WAITING
 
 #: At most this many streams per example (each has four tasks).
 MAX_STREAMS = 6
@@ -1132,7 +1132,7 @@ class ConnectionMachine(RuleBasedStateMachine):
                 # Quota is out exactly for the data loopy still holds for the stream.
                 held = sum(
                     len(item.payload)
-                    for item in stream._out_queue or ()
+                    for item in stream._out.queue or ()
                     if isinstance(item, Data) and item.on_release is not None
                 )
                 assert cfg.write_quota - stream._write_quota == held, (
@@ -1228,20 +1228,20 @@ class ConnectionMachine(RuleBasedStateMachine):
         h2_stream = tx_core.h2.streams.get(sid)
         if h2_stream is not None:
             window = h2_stream.outbound_flow_control_window
-        if ts._out_queue and not ts._out_done:
-            head = ts._out_queue[0]
-            needs_window = isinstance(head, Data) and len(head.payload) > ts._out_offset
+        if ts._out.queue and not ts._out.done:
+            head = ts._out.queue[0]
+            needs_window = isinstance(head, Data) and len(head.payload) > ts._out.offset
             movable = not needs_window or (
                 window is not None and window > 0 and tx_core.h2.outbound_flow_control_window > 0
             )
             assert not movable, (
-                f"stream {model.idx}: {tx.who} loopy holds {len(ts._out_queue)} items "
+                f"stream {model.idx}: {tx.who} loopy holds {len(ts._out.queue)} items "
                 f"with stream window {window} and connection window "
                 f"{tx_core.h2.outbound_flow_control_window}"
             )
         if rs._closed or rs._recv_ended or rs._error is not None or window is None:
             return
-        if ts._closed or ts._out_done or ts._error is not None:
+        if ts._closed or ts._out.done or ts._error is not None:
             return
         flow = rs._in_flow
         believed = flow.limit + flow.delta - flow.pending_data - flow.pending_update
@@ -1408,7 +1408,7 @@ class ConnectionMachine(RuleBasedStateMachine):
                 if stream is None:
                     continue
                 cfg = self.ccfg if side.who == CLIENT else self.scfg
-                if "parked-output-kept" in KNOWN_BUGS and stream._out_state == OUT_WAITING:
+                if "parked-output-kept" in KNOWN_BUGS and stream._out.state == OUT_WAITING:
                     continue
                 assert stream._write_quota == cfg.write_quota, (
                     f"{side!r}: write quota leaked ({stream._write_quota} of {cfg.write_quota})"
@@ -1530,12 +1530,12 @@ async def test_parked_output_is_released_when_the_connection_ends() -> None:
     async with pair as (conn, _, _), conn.open_stream(REQUEST_HEADERS) as stream:
         await stream.send_data(b"x" * 65_536)  # one byte more than the window
         await trio.testing.wait_all_tasks_blocked()
-        parked.append(stream._out_state)
+        parked.append(stream._out.state)
         await conn._core.transport.aclose()  # the link goes away
         await trio.testing.wait_all_tasks_blocked()
         assert conn.error is not None
     assert parked == [OUT_WAITING]
-    assert (stream._write_quota, len(stream._out_queue or ())) == (ccfg.write_quota, 0)
+    assert (stream._write_quota, len(stream._out.queue or ())) == (ccfg.write_quota, 0)
 
 
 @on_mock_clock  # regression test: bug "graceful-close-cancels-handlers" is fixed

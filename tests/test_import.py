@@ -47,6 +47,7 @@ SANS_IO = frozenset(
         "_headers",
         "_hpack",
         "_items",
+        "_outstream",
         "_util",
         "_version",
     }
@@ -64,15 +65,27 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_exceptions": frozenset(),
     "_h2state": frozenset({"_headers", "_hpack"}),
     "_items": frozenset(),
+    "_outstream": frozenset(),
     "_controlbuf": frozenset({"_exceptions", "_items"}),
     "_config": frozenset({"_controlbuf"}),
     "_messages": frozenset({"_exceptions"}),
     "_stream": frozenset(
-        {"_exceptions", "_flow", "_headers", "_items", "_messages", "_util", "_streamview"}
+        {
+            "_exceptions",
+            "_flow",
+            "_headers",
+            "_items",
+            "_messages",
+            "_outstream",
+            "_util",
+            "_streamview",
+        }
     ),
     "_streamview": frozenset({"_util"}),
     # Loopy knows the rest of its connection only through its LoopyCore protocol.
-    "_loopy": frozenset({"_config", "_controlbuf", "_exceptions", "_h2state", "_items", "_stream"}),
+    "_loopy": frozenset(
+        {"_config", "_controlbuf", "_exceptions", "_h2state", "_items", "_outstream", "_stream"}
+    ),
     "_connection": frozenset(
         {
             "_config",
@@ -134,6 +147,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 #: so they may point upwards, each for a reason given here.
 TYPE_ONLY_ALLOWED: dict[str, frozenset[str]] = {
     "_items": frozenset({"_stream"}),  # items carry the H2Stream they are for
+    "_outstream": frozenset({"_items"}),  # the queue holds Data and Headers items
     "_stream": frozenset({"_connection", "_streamview"}),  # a stream knows its core
     "_streamview": frozenset({"_stream"}),  # the view wraps a stream
 }

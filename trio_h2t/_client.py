@@ -72,7 +72,7 @@ class _StreamOpener:
             stream._end_queued = True
         self._stream = stream
         try:
-            core.cbuf.put(StartStream(self._headers, self._end_stream, self))
+            core.cbuf.put(StartStream(self._headers, self._end_stream, self, stream))
         except ConnectionClosingError:
             core.release_stream_quota()
             raise core.closing_error() from None
@@ -107,11 +107,7 @@ class _StreamOpener:
             stream.stream_id = stream_id
             return
         self._core.register_client_stream(stream, stream_id)
-        if self._end_stream:
-            # The HEADERS carried END_STREAM: our side is done, so the stream
-            # closes when the response ends (not only when the block is left).
-            stream._out_done = True
-            self._core.local_end_written(stream)
+        # With END_STREAM on the HEADERS, loopy marks our side done next.
 
     def failed(self, error: Exception) -> None:
         """Loopy could not frame the HEADERS: fail the stream; nothing was sent."""
@@ -123,7 +119,6 @@ class _StreamOpener:
         )
         exc.__cause__ = error
         stream._fail(exc)
-        stream._out_done = True
         self._core.stream_closed(stream)
 
     def orphaned(self, error: BaseException) -> None:
@@ -133,7 +128,6 @@ class _StreamOpener:
         exc = ConnectionClosingError("the stream could not start: the connection is closing")
         exc.__cause__ = error
         stream._fail(exc)
-        stream._out_done = True
         self._core.stream_closed(stream)
 
 

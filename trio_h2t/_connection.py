@@ -212,7 +212,7 @@ class ConnectionCore:
 
     def local_end_written(self, stream: H2Stream) -> None:
         """Loopy wrote our END_STREAM for ``stream``."""
-        if stream._recv_ended or stream._reset_sent:
+        if stream._recv_ended or stream._out.reset_sent:
             self.stream_closed(stream)
 
     def reset_stream(self, stream: H2Stream, code: int, error: BaseException | None) -> None:

@@ -109,6 +109,9 @@ class StartStream(ControlItem):
     headers: HeaderList
     end_stream: bool
     starter: StreamStarter
+    #: The stream it opens: loopy marks its output done (``_outstream.py``) when the
+    #: HEADERS carry END_STREAM or cannot go out. None in control-buffer tests.
+    stream: H2Stream | None = None
 
     def orphan(self, error: BaseException) -> None:
         self.starter.orphaned(error)
@@ -151,15 +154,23 @@ class Data(ControlItem):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ResetStream(ControlItem):
-    """Send RST_STREAM(``error_code``) and forget the stream's queued output."""
+    """Send RST_STREAM(``error_code``) and forget the stream's queued output.
+
+    With ``after_end``, the reset waits until the stream's END_STREAM is written (the
+    server's handler runner asks for RST_STREAM(NO_ERROR) after a complete response
+    while the request is still open, RFC 9113 §8.1), and is skipped if the peer's
+    side has ended by then.
+    """
 
     stream: H2Stream
     error_code: int
+    after_end: bool = False
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class StreamDone(ControlItem):
-    """The peer reset the stream (or it failed): loopy drops its queued output.
+    """The stream is over for loopy (the peer reset it, it was refused or malformed):
+    loopy drops its queued output, writes nothing more for it, and owes no RST_STREAM.
 
     No frame is written.
     """

@@ -17,7 +17,8 @@ Theory of operation (grpc-go's ``loopyWriter.run``, re-thought for Trio)
 
 Data is written **round robin**: the active list holds exactly the streams that have
 queued output that may be able to move (invariant: ``stream in active`` iff
-``stream._out_state == OUT_ACTIVE``). Each turn writes at most one quantum, one DATA
+``stream._out.state == OUT_ACTIVE``; ``_outstream.py`` has the per-stream state, which
+only loopy writes). Each turn writes at most one quantum, one DATA
 frame of at most ``min(peer MAX_FRAME_SIZE, stream window, connection window)``
 bytes, for the stream at the head, then moves it to the tail. A stream whose own
 window is exhausted parks (``OUT_WAITING``) until the peer reopens that window. A
@@ -81,7 +82,8 @@ from ._items import (
     WindowOpened,
     WindowUpdate,
 )
-from ._stream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_EMPTY, OUT_WAITING, H2Stream
+from ._outstream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_EMPTY, OUT_WAITING
+from ._stream import H2Stream
 
 __all__ = ["Loopy", "LoopyCore", "LoopyStatistics"]
 
@@ -169,13 +171,13 @@ class Loopy:
         self._transport = transport
         self._min_batch = core.config.min_batch_size
         self._write_buffer_size = core.config.write_buffer_size
-        # Invariant: a stream is in _active iff its _out_state is OUT_ACTIVE, and
+        # Invariant: a stream is in _active iff its _out.state is OUT_ACTIVE, and
         # in _waiting iff it is OUT_WAITING (data queued, stream window exhausted).
         self._active: deque[H2Stream] = deque()
         # An insertion-ordered dict, not a set: parked streams resume in the order
         # they parked (round robin), the same on every run.
         self._waiting: dict[H2Stream, None] = {}
-        # Invariant: a stream is in _conn_waiting iff its _out_state is
+        # Invariant: a stream is in _conn_waiting iff its _out.state is
         # OUT_CONN_WAITING (its next DATA needs the exhausted connection window).
         self._conn_waiting: deque[H2Stream] = deque()
         # Bytes framed outside h2 (GOAWAY), in order with h2's own buffer.
@@ -301,9 +303,10 @@ class Loopy:
                 self._queue_output(item.stream, item)
             elif type(item) is Headers:
                 stream = item.stream
-                if stream._out_done:
+                out = stream._out
+                if out.done:
                     return
-                if stream._out_state == OUT_EMPTY:
+                if out.state == OUT_EMPTY:
                     self._write_headers(stream, item)  # nothing queued: write at once
                 else:
                     self._queue_output(stream, item)  # trailers go after queued data
@@ -326,9 +329,16 @@ class Loopy:
             elif type(item) is PeerResponse:
                 self._frames += 1  # its bytes already sit in h2's buffer
             elif type(item) is ResetStream:
-                self._reset(item.stream, item.error_code)
+                if item.after_end:
+                    self._reset_after_end(item.stream, item.error_code)
+                else:
+                    self._reset(item.stream, item.error_code)
             elif type(item) is StreamDone:
+                # Over for loopy: nothing more is written for it, no RST is owed.
                 self._drop_output(item.stream)
+                out = item.stream._out
+                out.done = True
+                out.reset_sent = True
             elif type(item) is Ping:
                 h2.ping(item.data)
                 self._frames += 1
@@ -358,6 +368,8 @@ class Loopy:
         """
         if isinstance(item, StartStream):
             log.error("loopy could not frame a new stream's HEADERS; failing it", exc_info=exc)
+            if item.stream is not None:
+                item.stream._out.done = True  # nothing was sent, nothing more will be
             item.starter.failed(exc)
             return True
         stream = getattr(item, "stream", None)  # Data, Headers, WindowUpdate, ...
@@ -365,7 +377,7 @@ class Loopy:
             return False
         unreleased = None
         if isinstance(item, Data) and item.on_release is not None:
-            queue = stream._out_queue
+            queue = stream._out.queue
             if queue is None or not any(queued is item for queued in queue):
                 unreleased = item.on_release  # never queued: _drop_output won't see it
         self._stream_failed(stream, exc)
@@ -392,14 +404,22 @@ class Loopy:
 
     def _start_stream(self, item: StartStream) -> None:
         core = self._core
+        stream = item.stream
         error = core.refuse_new_stream_error()
         if error is not None:
+            if stream is not None:
+                stream._out.done = True  # it will never send
             item.starter.orphaned(error)
             return
         stream_id = self._h2.get_next_available_stream_id()
         self._h2.send_headers(stream_id, item.headers, end_stream=item.end_stream)
         self._frames += 1
         item.starter.started(stream_id)
+        if item.end_stream and stream is not None:
+            # The HEADERS carried END_STREAM: our side is done, so the stream
+            # closes when the response ends (not only when its block is left).
+            stream._out.done = True
+            core.local_end_written(stream)
 
     def _write_headers(self, stream: H2Stream, item: Headers) -> None:
         try:
@@ -423,10 +443,25 @@ class Loopy:
         self._frames += 1
         self._core.on_goaway_written(last)
 
+    def _reset_after_end(self, stream: H2Stream, error_code: int) -> None:
+        """Reset ``stream`` with ``error_code`` once its END_STREAM is written.
+
+        RFC 9113 §8.1: a complete response may be followed by RST_STREAM(NO_ERROR)
+        when the request body is still open. If the END_STREAM went out meanwhile,
+        the reset is written now (unless the peer's side has ended since).
+        """
+        out = stream._out
+        if not out.done:
+            out.rst_on_end = True  # _local_end resets
+        elif not stream._recv_ended and not stream._closed:
+            self._reset(stream, error_code)
+            self._core.stream_closed(stream)
+
     def _reset(self, stream: H2Stream, error_code: int) -> None:
         self._drop_output(stream)
-        if stream.stream_id and not stream._reset_sent:
-            stream._reset_sent = True
+        out = stream._out
+        if stream.stream_id and not out.reset_sent:
+            out.reset_sent = True
             try:
                 self._h2.reset_stream(stream.stream_id, error_code)
                 self._frames += 1
@@ -436,16 +471,17 @@ class Loopy:
     # ------------------------------------------------------------------ data
 
     def _queue_output(self, stream: H2Stream, item: Data | Headers) -> None:
-        if stream._out_done:
+        out = stream._out
+        if out.done:
             if isinstance(item, Data) and item.on_release is not None:
                 item.on_release()
             return
-        queue = stream._out_queue
+        queue = out.queue
         if queue is None:
-            queue = stream._out_queue = deque()
+            queue = out.queue = deque()
         queue.append(item)
-        if stream._out_state == OUT_EMPTY:
-            stream._out_state = OUT_ACTIVE
+        if out.state == OUT_EMPTY:
+            out.state = OUT_ACTIVE
             self._active.append(stream)
 
     def _window_opened(self, stream_id: int) -> None:
@@ -455,7 +491,7 @@ class Loopy:
             conn_waiting = self._conn_waiting
             if conn_waiting:
                 for stream in conn_waiting:
-                    stream._out_state = OUT_ACTIVE
+                    stream._out.state = OUT_ACTIVE
                 self._active.extendleft(reversed(conn_waiting))
                 conn_waiting.clear()
             return
@@ -463,13 +499,13 @@ class Loopy:
             waiting = list(self._waiting)
             self._waiting.clear()
             for stream in waiting:
-                stream._out_state = OUT_ACTIVE
+                stream._out.state = OUT_ACTIVE
                 self._active.append(stream)
             return
         found = self._core.find_stream(stream_id)
-        if found is not None and found._out_state == OUT_WAITING:
+        if found is not None and found._out.state == OUT_WAITING:
             self._waiting.pop(found, None)
-            found._out_state = OUT_ACTIVE
+            found._out.state = OUT_ACTIVE
             self._active.append(found)
 
     def _process_data(self) -> bool:
@@ -483,26 +519,27 @@ class Loopy:
             return False
         h2 = self._h2
         stream = active[0]
+        out = stream._out
         try:
-            queue = stream._out_queue
+            queue = out.queue
             assert queue is not None  # an active stream has output queued
             item = queue[0]
             if isinstance(item, Headers):  # trailers reached the head of the queue
                 active.popleft()
                 queue.popleft()
-                stream._out_state = OUT_EMPTY
+                out.state = OUT_EMPTY
                 self._write_headers(stream, item)
                 self._after_write(stream)
                 return True
             payload = item.payload
-            offset = stream._out_offset
+            offset = out.offset
             remaining = len(payload) - offset
             sid = stream.stream_id
             if remaining == 0:
                 # Empty DATA (END_STREAM only) needs no window (h2 >= 4.4 allows it).
                 active.popleft()
                 queue.popleft()
-                stream._out_state = OUT_EMPTY
+                out.state = OUT_EMPTY
                 if item.end_stream:
                     try:
                         h2.send_data(sid, b"", end_stream=True)
@@ -520,19 +557,19 @@ class Loopy:
                 # Park on the connection window; streams behind whose output needs
                 # no window (trailers, an empty END_STREAM) are not held up by it.
                 active.popleft()
-                stream._out_state = OUT_CONN_WAITING
+                out.state = OUT_CONN_WAITING
                 self._conn_waiting.append(stream)
                 return True
             try:
                 window = h2.local_flow_control_window(sid)
             except (StreamClosedError, KeyError, ProtocolError):
                 active.popleft()
-                stream._out_state = OUT_EMPTY
+                out.state = OUT_EMPTY
                 self._drop_output(stream)
                 return True
             if window <= 0:
                 active.popleft()
-                stream._out_state = OUT_WAITING
+                out.state = OUT_WAITING
                 self._waiting[stream] = None
                 return True
             size = min(remaining, window, h2.max_outbound_frame_size)
@@ -546,7 +583,7 @@ class Loopy:
                 h2.send_data(sid, chunk, end_stream=done and item.end_stream)
             except StreamClosedError:
                 active.popleft()
-                stream._out_state = OUT_EMPTY
+                out.state = OUT_EMPTY
                 self._drop_output(stream)
                 return True
             self._frames += 1
@@ -554,16 +591,16 @@ class Loopy:
             active.popleft()
             if done:
                 queue.popleft()
-                stream._out_offset = 0
+                out.offset = 0
                 if item.on_release is not None:
                     item.on_release()
                 if item.end_stream:
-                    stream._out_state = OUT_EMPTY
+                    out.state = OUT_EMPTY
                     self._local_end(stream)
                     return True
             else:
-                stream._out_offset = offset + size
-            stream._out_state = OUT_EMPTY
+                out.offset = offset + size
+            out.state = OUT_EMPTY
             self._after_write(stream)
             return True
         except (_Stop, trio.BrokenResourceError, trio.ClosedResourceError):
@@ -574,16 +611,18 @@ class Loopy:
 
     def _after_write(self, stream: H2Stream) -> None:
         # The stream was just taken off the head; decide where it goes next.
-        if stream._out_done or not stream._out_queue:
-            stream._out_state = OUT_EMPTY
+        out = stream._out
+        if out.done or not out.queue:
+            out.state = OUT_EMPTY
             return
-        stream._out_state = OUT_ACTIVE
+        out.state = OUT_ACTIVE
         self._active.append(stream)  # round robin: to the tail
 
     def _local_end(self, stream: H2Stream) -> None:
-        stream._out_done = True
+        out = stream._out
+        out.done = True
         self._drop_output(stream)
-        if stream._rst_on_end and not stream._recv_ended:
+        if out.rst_on_end and not stream._recv_ended:
             # RFC 9113 §8.1: a complete response may be followed by
             # RST_STREAM(NO_ERROR) when the request body is still open.
             self._reset(stream, 0)
@@ -591,17 +630,18 @@ class Loopy:
 
     def _drop_output(self, stream: H2Stream) -> None:
         """Forget a stream's queued output, releasing its data (write quota)."""
-        if stream._out_state == OUT_ACTIVE:
+        out = stream._out
+        if out.state == OUT_ACTIVE:
             with contextlib.suppress(ValueError):
                 self._active.remove(stream)
-        elif stream._out_state == OUT_WAITING:
+        elif out.state == OUT_WAITING:
             self._waiting.pop(stream, None)
-        elif stream._out_state == OUT_CONN_WAITING:
+        elif out.state == OUT_CONN_WAITING:
             with contextlib.suppress(ValueError):
                 self._conn_waiting.remove(stream)
-        stream._out_state = OUT_EMPTY
-        stream._out_offset = 0
-        queue = stream._out_queue
+        out.state = OUT_EMPTY
+        out.offset = 0
+        queue = out.queue
         while queue:
             item = queue.popleft()
             if isinstance(item, Data) and item.on_release is not None:

@@ -257,7 +257,7 @@ class Reader:
                         announced = True
                         continue
                     stream._on_end()
-                    if stream._out_done:
+                    if stream._out.done:
                         core.stream_closed(stream)
             elif type(ev) is StreamReset:
                 if not ev.remote_reset:
@@ -297,7 +297,6 @@ class Reader:
         code = ErrorCodes.PROTOCOL_ERROR
         self._h2.reset_stream(stream.stream_id, code)
         self._put(PeerResponse("rst"))
-        stream._reset_sent = True
         core.cancel_handler(stream, "stream-error", code)
         stream._fail(StreamResetError(stream.stream_id, code, remote=False))
         self._put(StreamDone(stream))
@@ -313,7 +312,6 @@ class Reader:
             # The peer finished its side and does not want the rest of ours
             # (RFC 9113 §8.1): what we received stays readable.
             self._put(StreamDone(stream))
-            stream._out_done = True
             core.stream_closed(stream)
             return
         if ev.remote_reset and code == ErrorCodes.REFUSED_STREAM:

@@ -30,7 +30,7 @@ from h2.errors import ErrorCodes
 from ._config import TransportConfig
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
-from ._items import Data, Headers, PeerResponse
+from ._items import Data, Headers, PeerResponse, ResetStream
 from ._reader import Reader
 from ._stream import H2Stream, HeaderList
 from ._util import ALPN_H2, NoPublicConstructor, unwrap_single
@@ -167,11 +167,13 @@ class _Admission:
                 if stream._end_queued and stream._error is None:
                     # The response is complete: close the request side too
                     # (RST_STREAM(NO_ERROR) after the response, if still open).
-                    if stream._out_done:
-                        if not stream._recv_ended:
-                            core.reset_stream(stream, ErrorCodes.NO_ERROR, None)
+                    if stream._recv_ended:
+                        pass  # closes when loopy writes our END_STREAM
+                    elif stream._out.done:
+                        core.reset_stream(stream, ErrorCodes.NO_ERROR, None)
                     else:
-                        stream._rst_on_end = True
+                        # Loopy resets once it has written our END_STREAM.
+                        core._put(ResetStream(stream, ErrorCodes.NO_ERROR, after_end=True))
                 else:
                     if not raised and not scope.cancelled_caught:
                         log.warning(

@@ -33,6 +33,7 @@ from ._flow import StreamInFlow
 from ._headers import validate_to_send
 from ._items import Data, Headers
 from ._messages import CancelReason, Request
+from ._outstream import OutStream
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -42,12 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["H2Stream", "HeaderList"]
 
 HeaderList = list[tuple[bytes, bytes]]
-
-# Loopy's view of a stream's output (grpc-go's outStream states).
-OUT_EMPTY = 0  # nothing queued; not on the active list
-OUT_ACTIVE = 1  # data queued and stream window open; on the active list
-OUT_WAITING = 2  # data queued, stream window exhausted; parked until it reopens
-OUT_CONN_WAITING = 3  # data queued, connection window exhausted; parked until it reopens
 
 
 def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> HeaderList:
@@ -122,15 +117,10 @@ class H2Stream(metaclass=NoPublicConstructor):
         "_headers",
         "_headers_sent",
         "_in_flow",
-        "_out_done",
-        "_out_offset",
-        "_out_queue",
-        "_out_state",
+        "_out",
         "_recv_ended",
         "_recv_waiter",
         "_request_view",
-        "_reset_sent",
-        "_rst_on_end",
         "_send_waiter",
         "_trailers",
         "_write_quota",
@@ -171,16 +161,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._end_queued = False  # END_STREAM queued (by data, trailers or end())
         self._write_quota = config.write_quota  # shared: -= by stream task, += by loopy
 
-        # -- owner: loopy
-        self._out_queue: deque[Data | Headers] | None = None  # built on first use
-        self._out_offset = 0  # bytes of _out_queue[0] already written
-        self._out_state = OUT_EMPTY
-        self._out_done = False  # END_STREAM or RST_STREAM written
-
-        self._reset_sent = False  # RST_STREAM framed
-        # shared: set by the server's handler wrapper when the handler returns with
-        # its response complete; loopy then resets the request side with NO_ERROR.
-        self._rst_on_end = False
+        # immutable after init; every field of it: owner loopy (others read, and
+        # ask for changes with control items; see _outstream.py).
+        self._out = OutStream()
 
         # -- owner: connection core
         self._closed = False  # both directions over (or reset); deregistered
@@ -554,14 +537,14 @@ class H2Stream(metaclass=NoPublicConstructor):
         """
         if self._closed or self._error is not None:
             return
-        if self._out_done or not self._headers_sent:
+        if self._out.done or not self._headers_sent:
             self.reset(ErrorCodes.CANCEL)  # nothing more of ours can go out in order
             return
 
         def after_end() -> None:
             # Runs in loopy, once the item is written or dropped: only a written
-            # END_STREAM (``_out_done``) on a still-open stream asks for the RST.
-            if self._out_done and not self._closed and self._error is None:
+            # END_STREAM (``_out.done``) on a still-open stream asks for the RST.
+            if self._out.done and not self._closed and self._error is None:
                 self.reset(ErrorCodes.CANCEL)
 
         try:
