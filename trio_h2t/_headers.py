@@ -188,17 +188,22 @@ def _check(headers: Sequence[tuple[bytes, bytes]], response: bool, trailer: bool
 
 
 def validate_to_send(
-    headers: Sequence[tuple[bytes, bytes]], *, response: bool, trailer: bool
+    headers: Sequence[tuple[bytes, bytes]],
+    *,
+    response: bool,
+    trailer: bool,
+    informational: bool = False,
 ) -> None:
     """Raise ``ValueError`` if ``headers`` is not a block RFC 9113 lets us send.
 
     The rules and the kinds are :func:`validate_received`'s, so a block we send is
-    one our own server or client would accept.
+    one our own server or client would accept. A response's ``:status`` must be a
+    final one (200-599), or with ``informational`` a 1xx other than 101.
     """
     # A block to send is also checked for its pseudo-header values, which the rules
     # for received blocks leave open; its verdict is remembered under a key of its
     # own, so an accepted received block never vouches for one to send.
-    key = (_TO_SEND, response, trailer, *headers)
+    key = (_TO_SEND_INFO if informational else _TO_SEND, response, trailer, *headers)
     if key in _accepted:
         return
     try:
@@ -207,11 +212,13 @@ def validate_to_send(
         kind = "trailer" if trailer else "response" if response else "request"
         raise ValueError(f"malformed {kind} header block, not sent: {exc}") from None
     if not trailer:
-        _check_pseudo_values(headers, response)
+        _check_pseudo_values(headers, response, informational)
     _remember(key, headers)
 
 
-_TO_SEND = object()  # the first item of a to-send verdict's key in ``_accepted``
+# The first item of a to-send verdict's key in ``_accepted`` (final or 1xx).
+_TO_SEND = object()
+_TO_SEND_INFO = object()
 
 
 # RFC 9110 §5.6.2: a method is a token, one or more tchar.
@@ -224,7 +231,9 @@ _STATUS = re.compile(rb"[1-5][0-9][0-9]")
 PERCENT_ENCODE_HINT = 'percent-encode it first, e.g. urllib.parse.quote(path, safe="/?&=%")'
 
 
-def _check_pseudo_values(headers: Sequence[tuple[bytes, bytes]], response: bool) -> None:
+def _check_pseudo_values(
+    headers: Sequence[tuple[bytes, bytes]], response: bool, informational: bool
+) -> None:
     """The values of the pseudo-headers we send, which the receiving rules leave open.
 
     Only for blocks we send: the pseudo-headers come first (``validate_received``
@@ -237,12 +246,19 @@ def _check_pseudo_values(headers: Sequence[tuple[bytes, bytes]], response: bool)
         if name == b":status":
             if _STATUS.fullmatch(value) is None:
                 raise ValueError(f":status must be three digits from 100 to 599, not {value!r}")
-            if value[:1] == b"1":
-                # A 1xx block through send_headers would end the stream's headers
-                # (there is no send_informational yet); 101 is forbidden (§8.6).
+            if value == b"101":
+                # RFC 9113 §8.6: "the 101 (Switching Protocols) informational status
+                # code cannot be used" (HTTP/2 has no Upgrade).
+                raise ValueError(":status 101 cannot be used in HTTP/2 (RFC 9113 §8.6)")
+            if informational and value[:1] != b"1":
                 raise ValueError(
-                    f":status {value.decode()} is informational: send_headers sends the "
-                    "final response (200-599); 1xx responses are not supported"
+                    f":status {value.decode()} is final: send_informational sends 1xx "
+                    "responses only (send_headers sends the final one)"
+                )
+            if not informational and value[:1] == b"1":
+                raise ValueError(
+                    f":status {value.decode()} is informational: send it with "
+                    "send_informational(); send_headers sends the final response (200-599)"
                 )
         elif name == b":method":
             method = value

@@ -21,6 +21,7 @@ call raises an error whose cause is the same first error.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, final
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from ._connection import ConnectionCore
     from ._streamview import H2StreamView
 
-__all__ = ["H2Stream", "HeaderList"]
+__all__ = ["CONTINUE_RESPONSE", "MAX_INFORMATIONAL", "H2Stream", "HeaderList", "body_rule"]
 
 HeaderList = list[tuple[bytes, bytes]]
 
@@ -68,6 +69,59 @@ def _block_to_send(
     block = _as_header_list(headers)
     validate_to_send(block, response=response, trailer=trailer)
     return block
+
+
+#: Informational (1xx) responses a client keeps per stream; one more is a stream
+#: error (RST_STREAM ENHANCE_YOUR_CALM): h2 allows any number, memory must not.
+MAX_INFORMATIONAL = 32
+
+
+def body_rule(block: HeaderList, *, head: bool) -> tuple[int, bool, str] | None:
+    """What the body after our header ``block`` must be: ``(limit, exact, what)``.
+
+    ``exact``: the body is exactly ``limit`` bytes (its content-length), else at
+    most ``limit`` (0: no body, for a response to HEAD, ``head``, or a 204/304
+    response: RFC 9110 §9.3.2, §6.4.1). None: no rule. Raises ValueError for a
+    content-length that is not one decimal number (RFC 9110 §8.6).
+    """
+    length: int | None = None
+    status = None
+    for name, value in block:
+        if name == b"content-length":
+            if not value.isdigit():
+                raise ValueError(f"content-length must be a decimal number, not {value!r}")
+            if length is not None and int(value) != length:
+                raise ValueError("content-length given twice with different values")
+            length = int(value)
+        elif name == b":status":
+            status = value
+    if head:
+        return 0, False, "a response to HEAD (RFC 9110 §9.3.2)"
+    if status == b"204" or status == b"304":
+        return 0, False, f"a {status.decode()} response (RFC 9110 §6.4.1)"
+    if length is None:
+        return None
+    return length, True, f"its content-length of {length}"
+
+
+def _long_body(total: int, rule: tuple[int, bool, str]) -> str:
+    limit, _, what = rule
+    if not limit and not rule[1]:
+        return f"{what} has no body; nothing was queued"
+    return (
+        f"this would make the body {total} bytes, over {what} (RFC 9113 §8.1.1); nothing was queued"
+    )
+
+
+def _short_body(total: int, rule: tuple[int, bool, str]) -> str:
+    return (
+        f"this would end the body at {total} bytes, short of {rule[2]} (RFC 9113 "
+        "§8.1.1); nothing was queued"
+    )
+
+
+#: What ``expect: 100-continue`` gets on the handler's first body read.
+CONTINUE_RESPONSE: HeaderList = [(b":status", b"100")]
 
 
 def _check_bool(value: object, what: str) -> None:
@@ -110,17 +164,22 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     __slots__ = (
         "_body_received",
+        "_body_rule",
+        "_body_sent",
         "_cancel_reason",
         "_cancel_scope",
         "_chunks",
         "_closed",
         "_content_length",
+        "_continue_pending",
         "_core",
         "_end_queued",
         "_error",
         "_headers",
         "_headers_sent",
         "_in_flow",
+        "_info_read",
+        "_informational",
         "_out_done",
         "_out_offset",
         "_out_queue",
@@ -161,6 +220,15 @@ class H2Stream(metaclass=NoPublicConstructor):
         # bytes seen, checked when the request ends (RFC 9113 §8.1.1).
         self._content_length: int | None = None
         self._body_received = 0
+        # Client only: the 1xx responses received, in order (at most
+        # MAX_INFORMATIONAL; built on the first).
+        self._informational: list[HeaderList] | None = None
+        # owner: stream task. How many of them receive_informational returned.
+        self._info_read = 0
+        # shared: set by the reader (server) when the request asks for
+        # ``expect: 100-continue``; cleared by the stream task once a 100 or the
+        # final response is queued (the first body read queues the 100).
+        self._continue_pending = False
 
         # -- sticky error, shared: set once by whoever ends the stream abnormally
         self._error: BaseException | None = None
@@ -169,6 +237,12 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._headers_sent = headers is None  # client: sent by open_stream
         self._end_queued = False  # END_STREAM queued (by data, trailers or end())
         self._write_quota = config.write_quota  # shared: -= by stream task, += by loopy
+        # What our own header block allows the body to be: (at most / exactly this
+        # many bytes, exact?, what says so) from its content-length, a response to
+        # HEAD or a 204/304 (RFC 9110 §8.6, §9.3.2, §6.4.1); None: no rule. Set with
+        # the headers; ``_body_sent`` counts the body bytes queued while it is set.
+        self._body_rule: tuple[int, bool, str] | None = None
+        self._body_sent = 0
 
         # -- owner: loopy
         self._out_queue: deque[Data | Headers] | None = None  # built on first use
@@ -200,6 +274,17 @@ class H2Stream(metaclass=NoPublicConstructor):
     def headers(self) -> HeaderList | None:
         """The request headers (server) or response headers (client), once received."""
         return self._headers
+
+    @property
+    def informational(self) -> list[HeaderList]:
+        """The informational (1xx) responses received so far, in order (client side).
+
+        Each is a header list starting with its ``:status`` (e.g. 103 Early Hints,
+        100 Continue). They never appear in :attr:`headers`: :meth:`receive_headers`
+        waits for the final response. A new list on each access; always empty on a
+        server stream.
+        """
+        return list(self._informational or ())
 
     @property
     def trailers(self) -> HeaderList | None:
@@ -236,6 +321,10 @@ class H2Stream(metaclass=NoPublicConstructor):
     async def receive_headers(self) -> HeaderList:
         """Wait for the peer's headers (the response, on a client) and return them.
 
+        On a client this is the final response: informational (1xx) responses
+        before it are skipped here, and kept in :attr:`informational` (see
+        :meth:`receive_informational`).
+
         Checkpoint: always. On cancellation: nothing is consumed.
 
         Raises:
@@ -256,6 +345,51 @@ class H2Stream(metaclass=NoPublicConstructor):
             await trio.lowlevel.cancel_shielded_checkpoint()
         return self._headers
 
+    async def receive_informational(self) -> HeaderList | None:
+        """Wait for the next informational (1xx) response, or for the final response.
+
+        Returns the next 1xx header list not yet returned by this method (its
+        ``:status`` first), or None once the final response has arrived (or the
+        peer ended the stream) and every 1xx before it was returned. For
+        ``expect: 100-continue``, wait for a 100 before sending the body (bounded,
+        as RFC 9110 §10.1.1 asks: a server may never send one)::
+
+            with trio.move_on_after(1):
+                while (info := await stream.receive_informational()) is not None:
+                    if info[0] == (b":status", b"100"):
+                        break
+            # then send the body, unless the final response already said no
+
+        Checkpoint: always. On cancellation: nothing is consumed.
+
+        Raises:
+            RuntimeError: on a server stream (a client sends no 1xx).
+            StreamResetError, trio.BrokenResourceError: as :meth:`receive_headers`,
+                once every 1xx received before the error was returned.
+        """
+        if not self._core.client_side:
+            raise RuntimeError("receive_informational() is for client streams")
+        await trio.lowlevel.checkpoint_if_cancelled()
+        parked = False
+        block: HeaderList | None
+        while True:
+            info = self._informational
+            if info is not None and self._info_read < len(info):
+                block = info[self._info_read]
+                self._info_read += 1
+                break
+            if self._headers is not None or self._recv_ended:
+                block = None
+                break
+            self._raise_if_error()
+            parked = True
+            self._enter_recv_wait()
+            await trio.lowlevel.wait_task_rescheduled(self._abort_recv)
+            await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled wins, as above
+        if not parked:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return block
+
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         """Return the next bytes of the body (at most ``max_bytes``); ``b""`` at its end.
 
@@ -273,6 +407,8 @@ class H2Stream(metaclass=NoPublicConstructor):
         if max_bytes is not None and _check_int(max_bytes, "max_bytes") < 1:
             raise ValueError(f"max_bytes must be >= 1, not {max_bytes}")
         await trio.lowlevel.checkpoint_if_cancelled()
+        if self._continue_pending:
+            self._send_continue()
         if self._error is not None and not self._recv_ended:
             # A failed stream whose peer had not finished: what is buffered is an
             # incomplete body, so it is not handed out (only a peer that completed
@@ -370,7 +506,10 @@ class H2Stream(metaclass=NoPublicConstructor):
         Raises:
             ValueError: ``headers`` is not a valid response header block (RFC 9113
                 §8.1-§8.3: ``:status`` first, lowercase names, no connection-specific
-                fields...); nothing was queued.
+                fields...), its ``:status`` is not a final one (200-599: 1xx go
+                through :meth:`send_informational`), its content-length is not a
+                number, or ``end_stream`` would end the response short of its
+                content-length (not for HEAD, 204, 304); nothing was queued.
             TypeError: a header field is not bytes or str, or ``end_stream`` is not
                 a bool; nothing was queued.
         """
@@ -380,10 +519,47 @@ class H2Stream(metaclass=NoPublicConstructor):
             raise RuntimeError("headers were already sent on this stream")
         self._check_can_send()
         block = _block_to_send(headers, response=True, trailer=False)
-        self._headers_sent = True
+        head = self._headers is not None and (b":method", b"HEAD") in self._headers
+        rule = body_rule(block, head=head)
+        if end_stream and rule is not None and rule[1] and rule[0]:
+            raise ValueError(_short_body(0, rule))
         self._put_output(Headers(self, block, end_stream))
+        self._headers_sent = True
+        self._body_rule = rule
+        self._continue_pending = False  # a final answer: no 100 is owed any more
         if end_stream:
             self._end_queued = True
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def send_informational(self, headers: Sequence[tuple[bytes | str, bytes | str]]) -> None:
+        """Queue an informational (1xx) response, before the final :meth:`send_headers`
+        (server side): 103 Early Hints, 100 Continue, ... Any number may be sent.
+
+        A request with ``expect: 100-continue`` gets a 100 without this call when the
+        handler first reads its body, unless a 100 or the final response was queued
+        first (a handler that answers at once, e.g. 417 or 413, sends no 100).
+
+        Checkpoint: always. On cancellation: nothing was queued.
+
+        Raises:
+            ValueError: ``headers`` is not a valid response block, or its ``:status``
+                is not 1xx, or is 101 (RFC 9113 §8.6); nothing was queued.
+            TypeError: a header field is not bytes or str; nothing was queued.
+            RuntimeError: on a client stream, or after the final headers.
+            StreamResetError, trio.ClosedResourceError, trio.BrokenResourceError: as
+                :meth:`send_headers`.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._core.client_side:
+            raise RuntimeError("send_informational() is for server streams")
+        if self._headers_sent:
+            raise RuntimeError("send_informational() must come before send_headers()")
+        self._check_can_send()
+        block = _as_header_list(headers)
+        validate_to_send(block, response=True, trailer=False, informational=True)
+        self._put_output(Headers(self, block, False))
+        if block[0] == (b":status", b"100"):
+            self._continue_pending = False
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def send_data(
@@ -404,6 +580,10 @@ class H2Stream(metaclass=NoPublicConstructor):
             trio.BrokenResourceError: the connection broke.
             TypeError: ``data`` is not bytes, bytearray or memoryview, or
                 ``end_stream`` is not a bool (checked first; nothing was queued).
+            ValueError: the body would go over our own headers' content-length, or
+                end (``end_stream``) short of it, or be a body at all on a response
+                to HEAD or a 204/304 response; nothing was queued, and the stream
+                can still send what its headers allow.
         """
         _check_payload(data)
         _check_bool(end_stream, "end_stream")
@@ -425,6 +605,14 @@ class H2Stream(metaclass=NoPublicConstructor):
             # rows), and h2 cannot frame a strided view: make it a flat byte view.
             data = data.cast("B") if data.c_contiguous else memoryview(data.tobytes())
         size = len(data)
+        rule = self._body_rule
+        if rule is not None:
+            total = self._body_sent + size
+            if total > rule[0]:
+                raise ValueError(_long_body(total, rule))
+            if end_stream and rule[1] and total < rule[0]:
+                raise ValueError(_short_body(total, rule))
+            self._body_sent = total
         self._write_quota -= size
         release = None if size == 0 else self._quota_returner(size)
         self._put_output(Data(self, data, end_stream, release))
@@ -440,13 +628,17 @@ class H2Stream(metaclass=NoPublicConstructor):
 
         Raises:
             ValueError: ``headers`` is not a valid trailer block (no pseudo-headers,
-                lowercase names, ...); nothing was queued.
+                lowercase names, ...), or the body sent is short of our own
+                content-length; nothing was queued.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_can_send()
         if not self._headers_sent:
             raise RuntimeError("send_headers() must come before send_trailers()")
         block = _block_to_send(headers, response=False, trailer=True)
+        rule = self._body_rule
+        if rule is not None and rule[1] and self._body_sent < rule[0]:
+            raise ValueError(_short_body(self._body_sent, rule))
         self._put_output(Headers(self, block, True))
         self._end_queued = True
         await trio.lowlevel.cancel_shielded_checkpoint()
@@ -553,8 +745,15 @@ class H2Stream(metaclass=NoPublicConstructor):
         """
         if self._closed or self._error is not None:
             return
-        if self._out_done or not self._headers_sent:
-            self.reset(ErrorCodes.CANCEL)  # nothing more of ours can go out in order
+        rule = self._body_rule
+        if (
+            self._out_done
+            or not self._headers_sent
+            or (rule is not None and rule[1] and self._body_sent < rule[0])
+        ):
+            # Nothing more of ours can go out in order, or ending here would cut
+            # the body short of our own content-length (a malformed message).
+            self.reset(ErrorCodes.CANCEL)
             return
 
         def after_end() -> None:
@@ -569,6 +768,15 @@ class H2Stream(metaclass=NoPublicConstructor):
             self.reset(ErrorCodes.CANCEL)
             return
         self._end_queued = True
+
+    def _send_continue(self) -> None:
+        """Queue the 100 (Continue) the request's ``expect: 100-continue`` asks for
+        (RFC 9110 §10.1.1), on the handler's first body read. Synchronous."""
+        self._continue_pending = False
+        if self._headers_sent or self._end_queued or self._error is not None or self._recv_ended:
+            return
+        with contextlib.suppress(ConnectionClosingError):
+            self._core.cbuf.put(Headers(self, CONTINUE_RESPONSE, False))
 
     def _check_can_send(self) -> None:
         self._raise_if_error()
@@ -661,6 +869,18 @@ class H2Stream(metaclass=NoPublicConstructor):
     def _on_headers(self, headers: HeaderList) -> None:
         self._headers = headers
         self._wake_recv()
+
+    def _on_informational(self, headers: HeaderList) -> bool:
+        """A 1xx response arrived (client). False if the stream already holds
+        MAX_INFORMATIONAL of them: the caller resets it."""
+        info = self._informational
+        if info is None:
+            info = self._informational = []
+        elif len(info) >= MAX_INFORMATIONAL:
+            return False
+        info.append(headers)
+        self._wake_recv()
+        return True
 
     def _on_trailers(self, headers: HeaderList) -> None:
         self._trailers = headers
