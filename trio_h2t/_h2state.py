@@ -402,6 +402,14 @@ class H2State(h2.connection.H2Connection):
         self._preface_checked = False  # the peer's first frame was SETTINGS
         #: True when ``receive_data`` stopped at ``max_frames``: more may be buffered.
         self.input_pending = False
+        self._primed = b""  # bytes read before h2 (``prime``), read first
+
+    def prime(self, data: bytes) -> None:
+        """Bytes a server read before h2 saw the connection (``_sniff``): the next
+        ``receive_data`` reads them first (``input_pending`` tells the reader to call
+        it without reading the transport). Call before the reader starts."""
+        self._primed = data
+        self.input_pending = bool(data)
 
     # -- 2. O(1) stream counting ---------------------------------------------------
 
@@ -459,6 +467,9 @@ class H2State(h2.connection.H2Connection):
         events: list[h2.events.Event] = []
         self.events_before_error = events
         self.input_pending = False
+        if self._primed:
+            self.incoming_buffer.add_data(self._primed)
+            self._primed = b""
         if data:
             self.incoming_buffer.add_data(data)
         self.incoming_buffer.max_frame_size = self.max_inbound_frame_size
