@@ -10,11 +10,22 @@ import h2.events
 import pytest
 import trio
 import trio.testing
-from helpers import REQUEST, RESPONSE_200, open_peer_client
+from h2.errors import ErrorCodes
+from helpers import (
+    REQUEST,
+    RESPONSE_200,
+    ScriptedPeer,
+    connected_pair,
+    open_peer_client,
+    open_peer_server,
+)
+from hyperframe.frame import RstStreamFrame
 
-from trio_h2t import H2Stream
+from trio_h2t import H2Stream, StreamResetError
+from trio_h2t._stream import MAX_INFORMATIONAL
 
-EARLY_HINTS = [(b":status", b"103"), (b"link", b"</style.css>; rel=preload; as=style")]
+HINT = (b"link", b"</style.css>; rel=preload; as=style")
+EARLY_HINTS = [(b":status", b"103"), HINT]
 POST = [(b":method", b"POST"), *REQUEST[1:]]
 EXPECT = [*POST, (b"expect", b"100-continue")]
 
@@ -148,3 +159,122 @@ async def test_no_automatic_100_after_an_explicit_one_or_a_final_answer(explicit
                 await peer.flush()
                 await trio.testing.wait_all_tasks_blocked()
     assert len(peer.events_of(h2.events.InformationalResponseReceived)) == int(explicit)
+
+
+# ------------------------------------------------------------------ the client side
+
+
+async def _answer_with_hints(peer: ScriptedPeer, count: int = 2) -> None:
+    """The scripted server: ``count`` 103 responses, then a 200 with a body."""
+    await peer.receive_until(lambda ev: isinstance(ev, h2.events.RequestReceived))
+    for _ in range(count):
+        peer.h2.send_headers(1, EARLY_HINTS)
+    peer.h2.send_headers(1, RESPONSE_200)
+    peer.h2.send_data(1, b"body", end_stream=True)
+    await peer.flush()
+
+
+async def test_client_skips_1xx_in_receive_headers_and_keeps_them() -> None:
+    """receive_headers returns the final 200; informational holds both 103s, and
+    receive_informational hands them out in order, then None."""
+    with trio.fail_after(5):
+        async with (
+            open_peer_server() as (conn, peer),
+            conn.open_stream(REQUEST, end_stream=True) as stream,
+        ):
+            await _answer_with_hints(peer)
+            assert await stream.receive_headers() == RESPONSE_200
+            assert stream.informational == [EARLY_HINTS, EARLY_HINTS]
+            assert await stream.receive_informational() == EARLY_HINTS
+            assert await stream.receive_informational() == EARLY_HINTS
+            assert await stream.receive_informational() is None
+            assert await stream.read_all() == b"body"
+
+
+async def test_client_request_returns_the_1xx_in_the_response() -> None:
+    """ClientConnection.request: Response.informational has each 103 (status, headers)."""
+    with trio.fail_after(5):
+        async with open_peer_server() as (conn, peer), trio.open_nursery() as nursery:
+            nursery.start_soon(_answer_with_hints, peer)
+            response = await conn.request("GET", "/")
+    assert (response.status, response.body) == (200, b"body")
+    assert [(r.status, r.headers.raw) for r in response.informational] == [(103, (HINT,))] * 2
+
+
+async def test_too_many_1xx_reset_the_stream_only() -> None:
+    """Past MAX_INFORMATIONAL 1xx on one stream: RST_STREAM(ENHANCE_YOUR_CALM) for it,
+    the stream's calls raise StreamResetError, the connection carries on."""
+    with trio.fail_after(5):
+        async with open_peer_server() as (conn, peer):
+            async with conn.open_stream(REQUEST, end_stream=True) as stream:
+                await _answer_with_hints(peer, MAX_INFORMATIONAL + 1)
+                with pytest.raises(StreamResetError) as info:
+                    await stream.receive_headers()
+                assert info.value.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+            await peer.read_until(lambda: bool(peer.frames_of(RstStreamFrame)))
+            rsts = [(f.stream_id, f.error_code) for f in peer.frames_of(RstStreamFrame)]
+            assert rsts == [(1, ErrorCodes.ENHANCE_YOUR_CALM)]
+            assert conn.error is None
+
+
+async def test_100_continue_both_sides() -> None:
+    """The documented recipe: a trio_h2t client waits (bounded) for the 100 our server
+    sends on the handler's first read, then sends its body; the echo comes back."""
+
+    async def echo(stream: H2Stream) -> None:
+        body = await stream.read_all()
+        await stream.send_headers(RESPONSE_200)
+        await stream.send_data(body, end_stream=True)
+
+    with trio.fail_after(5):
+        async with connected_pair(echo) as (conn, _core):
+            headers = conn.request_headers("POST", "/", [("expect", "100-continue")])
+            async with conn.open_stream(headers) as stream:
+                info = None
+                with trio.move_on_after(1):
+                    while (info := await stream.receive_informational()) is not None:
+                        if info[0] == (b":status", b"100"):
+                            break
+                assert info == [(b":status", b"100")]
+                assert stream.headers is None  # no final response yet
+                await stream.send_data(b"payload", end_stream=True)
+                assert await stream.receive_headers() == RESPONSE_200
+                assert await stream.read_all() == b"payload"
+
+
+async def test_100_continue_refused_by_a_final_answer() -> None:
+    """A server that answers 417 at once: receive_informational returns None (no 100
+    will come), receive_headers gives the 417, and no body need be sent."""
+
+    async def refuse(stream: H2Stream) -> None:
+        await stream.send_headers([(b":status", b"417")], end_stream=True)
+
+    with trio.fail_after(5):
+        async with connected_pair(refuse) as (conn, _core):
+            headers = conn.request_headers("POST", "/", [("expect", "100-continue")])
+            async with conn.open_stream(headers) as stream:
+                assert await stream.receive_informational() is None
+                assert await stream.receive_headers() == [(b":status", b"417")]
+                assert stream.informational == []
+
+
+async def test_informational_calls_on_the_wrong_side_are_runtime_errors() -> None:
+    """send_informational on a client stream, receive_informational on a server one."""
+    raised: list[BaseException] = []
+
+    async def handler(stream: H2Stream) -> None:
+        with pytest.raises(RuntimeError, match="client streams") as info:
+            await stream.receive_informational()
+        raised.append(info.value)
+        assert stream.informational == []
+        await stream.send_headers(RESPONSE_200, end_stream=True)
+
+    with trio.fail_after(5):
+        async with (
+            connected_pair(handler) as (conn, _core),
+            conn.open_stream(REQUEST, end_stream=True) as stream,
+        ):
+            with pytest.raises(RuntimeError, match="server streams"):
+                await stream.send_informational(EARLY_HINTS)
+            assert await stream.receive_headers() == RESPONSE_200
+    assert len(raised) == 1
