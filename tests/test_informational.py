@@ -22,7 +22,7 @@ from helpers import (
 from hyperframe.frame import RstStreamFrame
 
 from trio_h2t import H2Stream, StreamResetError
-from trio_h2t._stream import MAX_INFORMATIONAL
+from trio_h2t._h2state import MAX_INFORMATIONAL
 
 HINT = (b"link", b"</style.css>; rel=preload; as=style")
 EARLY_HINTS = [(b":status", b"103"), HINT]

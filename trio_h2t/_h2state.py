@@ -91,7 +91,13 @@ from hyperframe.frame import DataFrame, GoAwayFrame, RstStreamFrame, SettingsFra
 from ._headers import validate_received
 from ._hpack import CachingDecoder, CachingEncoder, HeaderListTooLarge
 
-__all__ = ["HEADER_LIST_TOO_LARGE_RESPONSE", "GoAwayReceived", "H2State", "goaway_frame"]
+__all__ = [
+    "HEADER_LIST_TOO_LARGE_RESPONSE",
+    "MAX_INFORMATIONAL",
+    "GoAwayReceived",
+    "H2State",
+    "goaway_frame",
+]
 
 #: A server's answer to a request whose header list is over our
 #: SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §10.5.1; RFC 6585 §5): no body, so it
@@ -190,9 +196,16 @@ def _bodiless_status(headers: Any) -> bool:
 class _Malformed(Exception):
     """A header block failed validation: a stream error, not a connection error."""
 
-    def __init__(self, stream_id: int) -> None:
+    def __init__(self, stream_id: int, error_code: int = ErrorCodes.PROTOCOL_ERROR) -> None:
         super().__init__(stream_id)
         self.stream_id = stream_id
+        self.error_code = error_code
+
+
+#: Informational (1xx) responses a client accepts per stream; one more resets the
+#: stream with ENHANCE_YOUR_CALM. h2 allows any number, and each is kept for the
+#: application (``H2Stream.informational``): memory must stay bounded.
+MAX_INFORMATIONAL = 32
 
 
 class _Stream(  # type: ignore[misc]  # stream_reset: see below
@@ -232,6 +245,7 @@ class _Stream(  # type: ignore[misc]  # stream_reset: see below
         self._actual_content_length = 0
         self._authority: bytes | None = None
         self.config = config
+        self.informational_received = 0  # 1xx blocks, bounded by MAX_INFORMATIONAL
 
     @property
     def state_machine(self) -> _Stream:  # type: ignore[override]
@@ -266,6 +280,10 @@ class _Stream(  # type: ignore[misc]  # stream_reset: see below
             if end_stream:
                 raise ProtocolError("Cannot set END_STREAM on informational responses")
             events = machine.process_input(StreamInputs.RECV_INFORMATIONAL_HEADERS)
+            self.informational_received += 1
+            if self.informational_received > MAX_INFORMATIONAL:
+                machine.process_input(StreamInputs.SEND_RST_STREAM)
+                raise _Malformed(self.stream_id, ErrorCodes.ENHANCE_YOUR_CALM)
         else:
             events = machine.process_input(StreamInputs.RECV_HEADERS)
         event: Any = events[0]  # one of the four header events
@@ -572,9 +590,9 @@ class H2State(h2.connection.H2Connection):
             result: tuple[list[Any], list[Any]] = super()._receive_headers_frame(frame)
         except _Malformed as bad:
             rst = RstStreamFrame(bad.stream_id)
-            rst.error_code = ErrorCodes.PROTOCOL_ERROR
+            rst.error_code = bad.error_code
             event = h2.events.StreamReset(
-                stream_id=bad.stream_id, error_code=ErrorCodes.PROTOCOL_ERROR, remote_reset=False
+                stream_id=bad.stream_id, error_code=bad.error_code, remote_reset=False
             )
             return [rst], [event]
         except DenialOfServiceError as exc:

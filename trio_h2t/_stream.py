@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ._connection import ConnectionCore
     from ._streamview import H2StreamView
 
-__all__ = ["CONTINUE_RESPONSE", "MAX_INFORMATIONAL", "H2Stream", "HeaderList", "body_rule"]
+__all__ = ["CONTINUE_RESPONSE", "H2Stream", "HeaderList", "body_rule"]
 
 HeaderList = list[tuple[bytes, bytes]]
 
@@ -69,11 +69,6 @@ def _block_to_send(
     block = _as_header_list(headers)
     validate_to_send(block, response=response, trailer=trailer)
     return block
-
-
-#: Informational (1xx) responses a client keeps per stream; one more is a stream
-#: error (RST_STREAM ENHANCE_YOUR_CALM): h2 allows any number, memory must not.
-MAX_INFORMATIONAL = 32
 
 
 def body_rule(block: HeaderList, *, head: bool) -> tuple[int, bool, str] | None:
@@ -221,7 +216,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._content_length: int | None = None
         self._body_received = 0
         # Client only: the 1xx responses received, in order (at most
-        # MAX_INFORMATIONAL; built on the first).
+        # _h2state.MAX_INFORMATIONAL: h2 resets a stream past it; built on the first).
         self._informational: list[HeaderList] | None = None
         # owner: stream task. How many of them receive_informational returned.
         self._info_read = 0
@@ -870,17 +865,13 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._headers = headers
         self._wake_recv()
 
-    def _on_informational(self, headers: HeaderList) -> bool:
-        """A 1xx response arrived (client). False if the stream already holds
-        MAX_INFORMATIONAL of them: the caller resets it."""
+    def _on_informational(self, headers: HeaderList) -> None:
+        """A 1xx response arrived (client; at most ``_h2state.MAX_INFORMATIONAL``)."""
         info = self._informational
         if info is None:
             info = self._informational = []
-        elif len(info) >= MAX_INFORMATIONAL:
-            return False
         info.append(headers)
         self._wake_recv()
-        return True
 
     def _on_trailers(self, headers: HeaderList) -> None:
         self._trailers = headers
