@@ -118,3 +118,54 @@ async def test_stream_view_send_eof_short_of_content_length_raises() -> None:
 
     with trio.fail_after(5):
         assert await _serve_one(handler) == (200, b"abcde", [])
+
+
+async def _echo(stream: H2Stream) -> None:
+    body = await stream.read_all()
+    await stream.send_headers([(b":status", b"200")])
+    await stream.send_data(body, end_stream=True)
+
+
+async def test_client_request_body_is_held_to_its_content_length() -> None:
+    """A client stream with content-length 5: over it and short of it raise ValueError
+    with nothing queued; the exact body then goes through."""
+    with trio.fail_after(5):
+        async with connected_pair(_echo) as (conn, _core):
+            headers = conn.request_headers("POST", "/", [("content-length", "5")])
+            async with conn.open_stream(headers) as stream:
+                with pytest.raises(ValueError, match="over its content-length of 5"):
+                    await stream.send_data(b"toolong")
+                await stream.send_data(b"abc")
+                with pytest.raises(ValueError, match="short of its content-length"):
+                    await stream.end()
+                await stream.send_data(b"de", end_stream=True)
+                assert await stream.receive_headers() == [(b":status", b"200")]
+                assert await stream.read_all() == b"abcde"
+
+
+async def test_open_stream_end_stream_with_a_content_length_is_refused() -> None:
+    """open_stream(end_stream=True) with content-length 5 raises at once; nothing is
+    opened, and the connection serves on."""
+    with trio.fail_after(5):
+        async with connected_pair(_echo) as (conn, _core):
+            headers = conn.request_headers("POST", "/", [("content-length", "5")])
+            with pytest.raises(ValueError, match="content-length of 5"):
+                conn.open_stream(headers, end_stream=True)
+            with pytest.raises(ValueError, match="decimal number"):
+                conn.open_stream(conn.request_headers("POST", "/", [("content-length", "x")]))
+            assert conn.open_streams == 0
+            response = await conn.request("POST", "/", body=b"ok")
+    assert response.body == b"ok"
+
+
+async def test_request_with_a_wrong_content_length_raises_and_resets() -> None:
+    """request(headers=content-length 3, body of 5 bytes): ValueError from the call that
+    would send them; the stream is reset, the connection serves on."""
+    with trio.fail_after(5):
+        async with connected_pair(_echo) as (conn, _core):
+            with pytest.raises(ValueError, match="over its content-length of 3"):
+                await conn.request("POST", "/", headers=[("content-length", "3")], body=b"12345")
+            response = await conn.request(
+                "POST", "/", headers=[("content-length", "5")], body=b"12345"
+            )
+    assert response.body == b"12345"

@@ -8,6 +8,7 @@ import pytest
 import trio
 import trio.testing
 
+from trio_h2t import H2Stream, TransportConfig, open_connection, open_server, serve_connection
 from trio_h2t._sniff import HTTP1_RESPONSE, MAX_REQUEST_LINE, PREFACE, sniff_preface
 
 
@@ -114,3 +115,64 @@ async def test_silent_client_is_handed_back_empty_at_the_deadline(
         start = trio.current_time()
         assert await sniff_preface(ours, start + 10) == b""
     assert trio.current_time() - start == pytest.approx(10)
+
+
+# ------------------------------------------------------------------ a real server
+
+
+async def _tcp_exchange(port: int, *pieces: bytes) -> bytes:
+    """Send ``pieces`` over a fresh TCP connection (one write each), read to EOF."""
+    sock = await trio.open_tcp_stream("127.0.0.1", port)
+    async with sock:
+        for piece in pieces:
+            await sock.send_all(piece)
+        return await _read_to_eof(sock)
+
+
+async def test_raw_http11_request_to_serve_tcp_gets_505_and_http2_still_works() -> None:
+    """Over TCP: an HTTP/1.1 request gets the 505 and EOF; an HTTP/2 client on the same
+    server is served as before."""
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.send_headers([(b":status", b"200")], end_stream=True)
+
+    with trio.fail_after(10):
+        async with open_server(handler, 0, host="127.0.0.1") as server:
+            answer = await _tcp_exchange(
+                server.port, b"GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: raw\r\n\r\n"
+            )
+            async with open_connection("127.0.0.1", server.port) as conn:
+                response = await conn.request("GET", "/")
+    assert answer == HTTP1_RESPONSE
+    assert response.status == 200
+
+
+async def test_slow_partial_http11_line_over_tcp_is_bounded_by_handshake_timeout() -> None:
+    """A client that sends half a request line and waits: the server answers the 505 and
+    closes once handshake_timeout (1 s here) runs out; nothing hangs."""
+
+    async def handler(stream: H2Stream) -> None:
+        raise AssertionError("no HTTP/2 stream can start")
+
+    config = TransportConfig(handshake_timeout=1)
+    with trio.fail_after(10):
+        async with open_server(handler, 0, host="127.0.0.1", config=config) as server:
+            answer = await _tcp_exchange(server.port, b"GET /slow HT")
+    assert answer == HTTP1_RESPONSE
+
+
+async def test_serve_connection_sends_nothing_of_http2_to_an_http1_client() -> None:
+    """serve_connection over a memory stream: the client reads exactly the 505 (no
+    SETTINGS frame before it) and serve_connection returns."""
+    ours, theirs = trio.testing.memory_stream_pair()
+
+    async def handler(stream: H2Stream) -> None:
+        raise AssertionError("no HTTP/2 stream can start")
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_connection, ours, handler)
+            await theirs.send_all(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = await _read_to_eof(theirs)
+            await theirs.aclose()
+    assert answer == HTTP1_RESPONSE
