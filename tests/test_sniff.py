@@ -4,11 +4,20 @@ silent or slow client is bounded by the handshake deadline."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import trio
 import trio.testing
 
-from trio_h2t import H2Stream, TransportConfig, open_connection, open_server, serve_connection
+from trio_h2t import (
+    H2Stream,
+    TransportConfig,
+    open_connection,
+    open_server,
+    serve_connection,
+    serve_tcp,
+)
 from trio_h2t._sniff import HTTP1_RESPONSE, MAX_REQUEST_LINE, PREFACE, sniff_preface
 
 
@@ -176,3 +185,24 @@ async def test_serve_connection_sends_nothing_of_http2_to_an_http1_client() -> N
             answer = await _read_to_eof(theirs)
             await theirs.aclose()
     assert answer == HTTP1_RESPONSE
+
+
+async def test_server_aclose_does_not_wait_for_a_silent_connection() -> None:
+    """H2Server.aclose with a connected client that sent nothing yet: that connection is
+    not drained (it has no HTTP/2 state), it is closed, and aclose returns well before
+    the 60 s grace period."""
+
+    async def handler(stream: H2Stream) -> None:
+        raise AssertionError("no stream")
+
+    config = TransportConfig(graceful_close_timeout=60)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(
+                functools.partial(serve_tcp, handler, 0, host="127.0.0.1", config=config)
+            )
+            sock = await trio.open_tcp_stream("127.0.0.1", server.port)
+            await trio.testing.wait_all_tasks_blocked()  # accepted, sniffing
+            await server.aclose()
+            assert await _read_to_eof(sock) == b""
+            await sock.aclose()
