@@ -229,6 +229,13 @@ class Reader:
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
                     stream._on_headers(list(ev.headers))
+            elif kind is h2.events.InformationalResponseReceived:
+                # A 1xx (client side): kept apart from the final response; h2 resets
+                # a stream past _h2state.MAX_INFORMATIONAL of them.
+                assert isinstance(ev, h2.events.InformationalResponseReceived)
+                stream = streams.get(ev.stream_id)
+                if stream is not None:
+                    stream._on_informational(list(ev.headers))
             elif kind is h2.events.TrailersReceived:
                 assert isinstance(ev, h2.events.TrailersReceived)
                 stream = streams.get(ev.stream_id)
@@ -272,8 +279,8 @@ class Reader:
             elif kind is GoAwayReceived:
                 assert isinstance(ev, GoAwayReceived)
                 self._on_goaway(ev)
-            # Others (PriorityUpdated, InformationalResponse,
-            # UnknownFrameReceived, ...) need nothing from us.
+            # Others (PriorityUpdated, UnknownFrameReceived, ...) need nothing
+            # from us.
         return announced
 
     def _refuse_request(self, ev: h2.events.RequestReceived) -> bool:
