@@ -16,7 +16,7 @@ from h2.errors import ErrorCodes
 from ._config import TransportConfig
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, LocalProtocolError
-from ._headers import PERCENT_ENCODE_HINT
+from ._headers import PERCENT_ENCODE_HINT, BodyRule
 from ._items import StartStream
 from ._loopy import LoopyStatistics
 from ._messages import Response
@@ -28,7 +28,6 @@ from ._stream import (
     _block_to_send,
     _check_bool,
     _check_payload,
-    body_rule,
 )
 from ._util import NoPublicConstructor
 
@@ -59,7 +58,7 @@ class _StreamOpener:
         core: ConnectionCore,
         headers: HeaderList,
         end_stream: bool,
-        rule: tuple[int, bool, str] | None,
+        rule: BodyRule | None,
     ) -> None:
         self._core = core
         self._headers = headers  # checked (validate_to_send), all bytes
@@ -210,8 +209,7 @@ class ClientConnection(metaclass=NoPublicConstructor):
                 ``open_stream`` again for another request).
         """
         _check_bool(end_stream, "end_stream")
-        block = _block_to_send(headers, response=False, trailer=False)
-        rule = body_rule(block, head=False)
+        block, rule = _block_to_send(headers, response=False, trailer=False)
         if end_stream and rule is not None and rule[0]:
             raise ValueError(
                 f"end_stream=True would end the request without the body {rule[2]} "

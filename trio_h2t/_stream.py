@@ -31,7 +31,7 @@ from h2.errors import ErrorCodes
 
 from ._exceptions import ConnectionClosingError, H2ProtocolError, StreamResetError
 from ._flow import StreamInFlow
-from ._headers import validate_to_send
+from ._headers import HEAD_RULE, BodyRule, validate_to_send
 from ._items import Data, Headers
 from ._messages import CancelReason, Request
 from ._util import NoPublicConstructor
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ._connection import ConnectionCore
     from ._streamview import H2StreamView
 
-__all__ = ["CONTINUE_RESPONSE", "H2Stream", "HeaderList", "body_rule"]
+__all__ = ["CONTINUE_RESPONSE", "H2Stream", "HeaderList"]
 
 HeaderList = list[tuple[bytes, bytes]]
 
@@ -64,42 +64,22 @@ def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> Heade
 
 def _block_to_send(
     headers: Sequence[tuple[bytes | str, bytes | str]], *, response: bool, trailer: bool
-) -> HeaderList:
-    """``headers`` as a list of byte pairs, checked by ``validate_to_send`` (ValueError)."""
+) -> tuple[HeaderList, BodyRule | None]:
+    """``headers`` as a list of byte pairs, checked by ``validate_to_send``
+    (ValueError), and what it lets the body after it be (``_headers.body_rule``)."""
     block = _as_header_list(headers)
-    validate_to_send(block, response=response, trailer=trailer)
-    return block
+    return block, validate_to_send(block, response=response, trailer=trailer)
 
 
-def body_rule(block: HeaderList, *, head: bool) -> tuple[int, bool, str] | None:
-    """What the body after our header ``block`` must be: ``(limit, exact, what)``.
-
-    ``exact``: the body is exactly ``limit`` bytes (its content-length), else at
-    most ``limit`` (0: no body, for a response to HEAD, ``head``, or a 204/304
-    response: RFC 9110 §9.3.2, §6.4.1). None: no rule. Raises ValueError for a
-    content-length that is not one decimal number (RFC 9110 §8.6).
-    """
-    length: int | None = None
-    status = None
-    for name, value in block:
-        if name == b"content-length":
-            if not value.isdigit():
-                raise ValueError(f"content-length must be a decimal number, not {value!r}")
-            if length is not None and int(value) != length:
-                raise ValueError("content-length given twice with different values")
-            length = int(value)
-        elif name == b":status":
-            status = value
-    if head:
-        return 0, False, "a response to HEAD (RFC 9110 §9.3.2)"
-    if status == b"204" or status == b"304":
-        return 0, False, f"a {status.decode()} response (RFC 9110 §6.4.1)"
-    if length is None:
-        return None
-    return length, True, f"its content-length of {length}"
+def _is_head(request: HeaderList) -> bool:
+    """True for a HEAD request (the loop stops at ``:method``, usually the first)."""
+    for name, value in request:
+        if name == b":method":
+            return value == b"HEAD"
+    return False
 
 
-def _long_body(total: int, rule: tuple[int, bool, str]) -> str:
+def _long_body(total: int, rule: BodyRule) -> str:
     limit, _, what = rule
     if not limit and not rule[1]:
         return f"{what} has no body; nothing was queued"
@@ -108,7 +88,7 @@ def _long_body(total: int, rule: tuple[int, bool, str]) -> str:
     )
 
 
-def _short_body(total: int, rule: tuple[int, bool, str]) -> str:
+def _short_body(total: int, rule: BodyRule) -> str:
     return (
         f"this would end the body at {total} bytes, short of {rule[2]} (RFC 9113 "
         "§8.1.1); nothing was queued"
@@ -236,7 +216,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         # many bytes, exact?, what says so) from its content-length, a response to
         # HEAD or a 204/304 (RFC 9110 §8.6, §9.3.2, §6.4.1); None: no rule. Set with
         # the headers; ``_body_sent`` counts the body bytes queued while it is set.
-        self._body_rule: tuple[int, bool, str] | None = None
+        self._body_rule: BodyRule | None = None
         self._body_sent = 0
 
         # -- owner: loopy
@@ -513,9 +493,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         if self._headers_sent:
             raise RuntimeError("headers were already sent on this stream")
         self._check_can_send()
-        block = _block_to_send(headers, response=True, trailer=False)
-        head = self._headers is not None and (b":method", b"HEAD") in self._headers
-        rule = body_rule(block, head=head)
+        block, rule = _block_to_send(headers, response=True, trailer=False)
+        if self._headers is not None and _is_head(self._headers):
+            rule = HEAD_RULE
         if end_stream and rule is not None and rule[1] and rule[0]:
             raise ValueError(_short_body(0, rule))
         self._put_output(Headers(self, block, end_stream))
@@ -630,7 +610,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._check_can_send()
         if not self._headers_sent:
             raise RuntimeError("send_headers() must come before send_trailers()")
-        block = _block_to_send(headers, response=False, trailer=True)
+        block, _ = _block_to_send(headers, response=False, trailer=True)
         rule = self._body_rule
         if rule is not None and rule[1] and self._body_sent < rule[0]:
             raise ValueError(_short_body(self._body_sent, rule))
