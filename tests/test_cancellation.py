@@ -163,6 +163,12 @@ def make_handler(gates: Gates) -> Callable[[H2Stream], Awaitable[None]]:
             await stream.send_data(reply, end_stream=True)
         elif path.startswith(b"/server-send-headers"):
             await server_send_headers_case(stream)
+        elif path.startswith(b"/server-send-informational"):
+            await server_send_informational_case(stream)
+        elif path.startswith(b"/late-hints"):
+            await gates.events[path][0].wait()
+            await stream.send_informational(HINTS)
+            await stream.send_headers(RESPONSE_200, end_stream=True)
         else:  # pragma: no cover
             raise AssertionError(path)
 
@@ -177,6 +183,21 @@ async def server_send_headers_case(stream: H2Stream) -> None:
         # On cancellation: nothing was queued, so the headers can be sent again.
         assert not stream._headers_sent
         await stream.send_headers(RESPONSE_200)
+    outcome = b"cancelled" if attempt.cancelled else b"completed"
+    await stream.send_data(outcome + (b" fired" if attempt.fired else b""), end_stream=True)
+
+
+HINTS = [(b":status", b"103"), (b"link", b"</a.css>; rel=preload")]
+
+
+async def server_send_informational_case(stream: H2Stream) -> None:
+    """Handler side of the send_informational sweep (n in ``x-n``): a cancelled call
+    queued nothing, so the client sees exactly one 103 either way."""
+    n = int(dict(stream.headers or [])[b"x-n"])
+    attempt = await cancel_at(n, lambda: stream.send_informational(HINTS))
+    if attempt.cancelled:
+        await stream.send_informational(HINTS)
+    await stream.send_headers(RESPONSE_200)
     outcome = b"cancelled" if attempt.cancelled else b"completed"
     await stream.send_data(outcome + (b" fired" if attempt.fired else b""), end_stream=True)
 
@@ -252,6 +273,52 @@ async def test_cancel_send_headers_in_a_handler() -> None:
                 return outcome != b"completed"
 
             await sweep(case)
+
+
+async def test_cancel_send_informational_in_a_handler() -> None:
+    """A handler's cancelled send_informational queued nothing: one 103 reaches the client."""
+    gates = Gates()
+    with trio.fail_after(20):
+        async with connected_pair(make_handler(gates)) as (conn, _):
+
+            async def case(n: int) -> bool:
+                headers = [*request("/server-send-informational"), (b"x-n", str(n).encode())]
+                async with conn.open_stream(headers, end_stream=True) as s:
+                    assert await s.receive_headers() == RESPONSE_200
+                    outcome = await s.read_all()
+                    assert s.informational == [HINTS]
+                assert outcome in (b"cancelled fired", b"completed fired", b"completed")
+                await still_serves(conn)
+                return outcome != b"completed"
+
+            await sweep(case)
+
+
+async def test_cancel_receive_informational() -> None:
+    """A cancelled receive_informational consumed nothing: the 103 is still to come."""
+    gates = Gates()
+    with trio.fail_after(20):
+        async with (
+            connected_pair(make_handler(gates)) as (conn, _),
+            trio.open_nursery() as nursery,
+        ):
+
+            async def case(n: int) -> bool:
+                path = f"/late-hints-{n}"
+                gates.gate(path.encode())
+                async with conn.open_stream(request(path), end_stream=True) as s:
+                    nursery.start_soon(gates.release_when_blocked, path.encode())
+                    attempt = await cancel_at(n, s.receive_informational)
+                    if attempt.cancelled:
+                        assert await s.receive_informational() == HINTS
+                    else:
+                        assert attempt.value == HINTS
+                    assert await s.receive_informational() is None
+                    assert await s.receive_headers() == RESPONSE_200
+                await still_serves(conn)
+                return attempt.fired
+
+            assert await sweep(case) >= 2
 
 
 async def test_cancel_send_trailers() -> None:
@@ -494,6 +561,8 @@ async def test_every_public_async_call_checkpoints_fast_path_included() -> None:
         with trio.testing.assert_checkpoints():
             assert await stream.receive_exactly(5) == b""
         with trio.testing.assert_checkpoints():
+            await stream.send_informational(HINTS)
+        with trio.testing.assert_checkpoints():
             await stream.send_headers(RESPONSE_200)
         with trio.testing.assert_checkpoints():
             await stream.send_data(b"reply")
@@ -514,6 +583,10 @@ async def test_every_public_async_call_checkpoints_fast_path_included() -> None:
                 await trio.testing.wait_all_tasks_blocked()
                 with trio.testing.assert_checkpoints():
                     assert await s.receive_headers() == RESPONSE_200
+                with trio.testing.assert_checkpoints():
+                    assert await s.receive_informational() == HINTS
+                with trio.testing.assert_checkpoints():
+                    assert await s.receive_informational() is None
                 with trio.testing.assert_checkpoints():
                     assert await s.receive_some() == b"reply"
                 with trio.testing.assert_checkpoints():

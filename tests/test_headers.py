@@ -174,7 +174,16 @@ def test_validate_to_send_gives_the_same_verdicts_as_value_error(
 ) -> None:
     headers = with_valid_prefix(kind, rest)
     response, trailer = kind == "response", kind == "trailer"
-    if we_accept(headers, kind):
+    lengths = [value for name, value in headers if name == b"content-length"]
+    # A block we send must also carry a usable content-length (its body is held to
+    # it, _headers.body_rule): one decimal number, however often it is repeated.
+    bad_length = not trailer and (
+        not all(v.isdigit() for v in lengths) or len({int(v) for v in lengths}) > 1
+    )
+    if we_accept(headers, kind) and bad_length:
+        with pytest.raises(ValueError, match="content-length"):
+            validate_to_send(headers, response=response, trailer=trailer)
+    elif we_accept(headers, kind):
         validate_to_send(headers, response=response, trailer=trailer)
     else:
         with pytest.raises(ValueError, match=f"^malformed {kind} header block, not sent: "):

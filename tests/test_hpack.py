@@ -13,10 +13,16 @@ from typing import Any
 
 import pytest
 from hpack import Decoder, Encoder, HeaderTuple, NeverIndexedHeaderTuple
-from hpack.exceptions import HPACKError
+from hpack.exceptions import HPACKError, OversizedHeaderListError
 from hypothesis import given, strategies as st
 
-from trio_h2t._hpack import CACHE_ENTRIES, CachingDecoder, CachingEncoder
+from trio_h2t._hpack import (
+    CACHE_ENTRIES,
+    READ_ON_FACTOR,
+    CachingDecoder,
+    CachingEncoder,
+    HeaderListTooLarge,
+)
 
 FIELDS = st.sampled_from(
     [
@@ -55,36 +61,115 @@ def tables(*coders: Any) -> list[list[tuple[bytes, bytes]]]:
     return [list(c.header_table.dynamic_entries) for c in coders]
 
 
+def list_size(headers: list[Any]) -> int:
+    return sum(32 + len(name) + len(value) for name, value in headers)
+
+
 @given(blocks=BLOCKS, steps=STEPS)
 def test_caching_pair_matches_hpack(blocks: list[list[Any]], steps: list[tuple[str, int]]) -> None:
-    plain_enc, plain_dec = Encoder(), Decoder()
+    """Encoded bytes, decoded lists and tables match hpack's; an oversized list is read on.
+
+    ``plain_dec`` has the same limit as ours and is compared until hpack stops at
+    an oversized list; ``unlimited`` (hpack with no practical limit) is the table
+    ours must keep in step with, oversized lists included.
+    """
+    plain_enc, unlimited = Encoder(), Decoder(max_header_list_size=2**40)
+    plain_dec: Decoder | None = Decoder()
     ours_enc, ours_dec = CachingEncoder(), CachingDecoder()
     for kind, arg in steps:
         if kind == "table":
             # The encoder's table follows the peer's SETTINGS_HEADER_TABLE_SIZE; the
             # decoder's bound follows ours (an acked setting).
             plain_enc.header_table_size = ours_enc.header_table_size = arg
-            plain_dec.max_allowed_table_size = ours_dec.max_allowed_table_size = max(arg, 64)
+            for dec in (plain_dec, ours_dec, unlimited):
+                if dec is not None:
+                    dec.max_allowed_table_size = max(arg, 64)
             continue
         if kind == "limit":
-            plain_dec.max_header_list_size = ours_dec.max_header_list_size = arg
+            ours_dec.max_header_list_size = arg
+            if plain_dec is not None:
+                plain_dec.max_header_list_size = arg
             continue
         headers = list(blocks[arg % len(blocks)])
         expected = plain_enc.encode(headers)
         assert ours_enc.encode(headers) == expected
         assert tables(ours_enc) == tables(plain_enc)
         try:
-            want: Any = plain_dec.decode(expected, raw=True)
+            want: Any = unlimited.decode(expected, raw=True)
         except HPACKError as exc:
             want = type(exc)
         try:
             got: Any = ours_dec.decode(expected, raw=True)
         except HPACKError as exc:
             got = type(exc)
-        assert got == want
+        limit = ours_dec.max_header_list_size
         if isinstance(want, type):
+            assert got == want
             return  # a decoding error ends the connection: no further blocks
-        assert tables(ours_dec) == tables(plain_dec)
+        size = list_size(want)
+        if size > limit * READ_ON_FACTOR:
+            assert got is OversizedHeaderListError
+            return  # still a connection error
+        if size > limit:
+            assert got is HeaderListTooLarge
+            plain_dec = None  # hpack stopped mid-block: its table is out of step now
+        else:
+            assert got == want
+            assert [type(h) for h in got] == [type(h) for h in want]
+            if plain_dec is not None:
+                assert plain_dec.decode(expected, raw=True) == want
+                assert tables(plain_dec) == tables(ours_dec)
+        assert tables(ours_dec) == tables(unlimited)
+
+
+SOME_TABLE = [(b"x-a", b"1"), (b"custom-key", b"custom-value"), (b":path", b"/p")]
+
+
+@given(data=st.binary(max_size=40), prefix=st.sampled_from([b"", b"\x40\x03x-b\x01y"]))
+def test_any_bytes_decode_as_hpack_does(data: bytes, prefix: bytes) -> None:
+    """Arbitrary bytes (errors included) decode to hpack's result, error class and table."""
+    plain, ours = Decoder(), CachingDecoder()
+    for dec in (plain, ours):
+        for name, value in SOME_TABLE:
+            dec.header_table.add(name, value)
+    block = prefix + data
+    outcomes: list[tuple[Any, Any]] = []
+    for dec in (plain, ours):
+        try:
+            got: Any = dec.decode(block, raw=True)
+            outcomes.append((got, [type(h) for h in got]))
+        except (HPACKError, IndexError) as exc:
+            outcomes.append((type(exc), None))
+    assert outcomes[0] == outcomes[1]
+    if outcomes[0][1] is not None:
+        assert tables(plain) == tables(ours)
+
+
+def test_oversized_list_keeps_the_table_in_step() -> None:
+    """A list over the limit raises HeaderListTooLarge after the whole block: its last
+    literals still enter the table, so the next block (indexing them) decodes."""
+    enc, dec = Encoder(), CachingDecoder()
+    dec.max_header_list_size = 1024
+    big = [(b":method", b"GET"), (b"x-big", b"v" * 2000), (b"x-after", b"tail")]
+    with pytest.raises(HeaderListTooLarge) as info:
+        dec.decode(enc.encode(big), raw=True)
+    assert info.value.limit == 1024
+    assert info.value.size == list_size(big)
+    assert tables(dec) == tables(enc)
+    follow = [(b":method", b"GET"), (b"x-after", b"tail")]
+    block = enc.encode(follow)
+    assert len(block) <= 3  # index references only: the table must be right
+    assert dec.decode(block, raw=True) == follow
+
+
+def test_list_far_over_the_limit_is_still_a_connection_error() -> None:
+    """Beyond READ_ON_FACTOR times the limit the read stops: hpack's plain error."""
+    enc, dec = Encoder(), CachingDecoder()
+    dec.max_header_list_size = 1024
+    block = enc.encode([(b"x-a", b"1")]) + enc.encode([(b"x-a", b"1")]) * 1000
+    with pytest.raises(OversizedHeaderListError) as info:
+        dec.decode(block, raw=True)
+    assert not isinstance(info.value, HeaderListTooLarge)
 
 
 def test_repeated_blocks_hit_the_caches() -> None:

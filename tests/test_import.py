@@ -82,6 +82,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         }
     ),
     "_streamview": frozenset({"_util"}),
+    # A server's first look at a connection (HTTP/1.x or HTTP/2?), before any core.
+    "_sniff": frozenset(),
     # Loopy knows the rest of its connection only through its LoopyCore protocol.
     "_loopy": frozenset(
         {"_config", "_controlbuf", "_exceptions", "_h2state", "_items", "_outstream", "_stream"}
@@ -121,6 +123,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_exceptions",
             "_items",
             "_reader",
+            "_sniff",
             "_stream",
             "_util",
         }

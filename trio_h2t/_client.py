@@ -16,7 +16,7 @@ from h2.errors import ErrorCodes
 from ._config import TransportConfig
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, LocalProtocolError
-from ._headers import PERCENT_ENCODE_HINT
+from ._headers import PERCENT_ENCODE_HINT, BodyRule
 from ._items import StartStream
 from ._loopy import LoopyStatistics
 from ._messages import Response
@@ -48,17 +48,19 @@ class _StreamOpener:
     ``started``/``orphaned``, which loopy calls (between the task's awaits).
     """
 
-    __slots__ = ("_core", "_end_stream", "_headers", "_stream")
+    __slots__ = ("_body_rule", "_core", "_end_stream", "_headers", "_stream")
 
     def __init__(
         self,
         core: ConnectionCore,
         headers: HeaderList,
         end_stream: bool,
+        rule: BodyRule | None,
     ) -> None:
         self._core = core
         self._headers = headers  # checked (validate_to_send), all bytes
         self._end_stream = end_stream
+        self._body_rule = rule  # what our content-length lets the body be (body_rule)
         self._stream: H2Stream | None = None
 
     async def __aenter__(self) -> H2Stream:
@@ -68,6 +70,7 @@ class _StreamOpener:
         await core.acquire_stream_quota()
         stream = H2Stream._create(core, stream_id=0, headers=None)
         stream._headers_sent = True
+        stream._body_rule = self._body_rule
         if self._end_stream:
             stream._end_queued = True
         self._stream = stream
@@ -134,7 +137,7 @@ class _StreamOpener:
 async def _read_response(stream: H2Stream) -> Response:
     headers = await stream.receive_headers()
     body = await stream.read_all()
-    return Response._from_parts(headers, body, stream.trailers or ())
+    return Response._from_parts(headers, body, stream.trailers or (), stream.informational)
 
 
 async def _send_body(stream: H2Stream, body: AsyncIterable[bytes]) -> None:
@@ -182,7 +185,10 @@ class ClientConnection(metaclass=NoPublicConstructor):
         Raises:
             ValueError: at once, from ``open_stream`` itself: ``headers`` is not a
                 valid request header block (RFC 9113 §8.1-§8.3: the pseudo-headers
-                first, lowercase names, no connection-specific fields...).
+                first, lowercase names, no connection-specific fields...), its
+                content-length is not a number, or ``end_stream`` would end the
+                request short of it. The stream's ``send_data`` and ``end`` then
+                keep the body to that content-length (docs/errors.md).
             TypeError: at once: a header field is not bytes or str, or
                 ``end_stream`` is not a bool.
         Raises (on entering):
@@ -194,8 +200,13 @@ class ClientConnection(metaclass=NoPublicConstructor):
                 ``open_stream`` again for another request).
         """
         _check_bool(end_stream, "end_stream")
-        block = _block_to_send(headers, response=False, trailer=False)
-        return _StreamOpener(self._core, block, end_stream)
+        block, rule = _block_to_send(headers, response=False, trailer=False)
+        if end_stream and rule is not None and rule[0]:
+            raise ValueError(
+                f"end_stream=True would end the request without the body {rule[2]} "
+                "announces (RFC 9113 §8.1.1); nothing was queued"
+            )
+        return _StreamOpener(self._core, block, end_stream, rule)
 
     def request_headers(
         self,
@@ -242,7 +253,10 @@ class ClientConnection(metaclass=NoPublicConstructor):
         second task while this one reads the response, so a server that answers as
         it reads (an echo) cannot stall on the stream windows. Once the response is
         complete, a body still being sent is cancelled (the server did not need the
-        rest of it).
+        rest of it). The response's ``informational`` holds any 1xx before it. An
+        ``expect: 100-continue`` header is sent as given, but the body is not held
+        back for the 100: to wait for it, use :meth:`open_stream` and
+        ``H2Stream.receive_informational``.
 
         Checkpoint: always. On cancellation: the stream is reset (CANCEL), as when
         leaving ``open_stream`` early; what was already sent stays sent.
@@ -254,7 +268,9 @@ class ClientConnection(metaclass=NoPublicConstructor):
                 bytes-like nor an async iterable (raised before anything is
                 queued), or a header field is neither bytes nor str; a chunk of an
                 async-iterable ``body`` that is not bytes-like raises in the call.
-            ValueError: a malformed header block, or a non-ASCII method or path.
+            ValueError: a malformed header block, or a non-ASCII method or path;
+                a ``content-length`` in ``headers`` that ``body`` does not match
+                (raised by the call that would break it; the stream is reset).
         """
         if not isinstance(body, AsyncIterable):
             _check_payload(body)

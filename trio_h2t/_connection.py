@@ -377,17 +377,18 @@ class ConnectionCore:
         err.__cause__ = exc
         self.fail(err)
 
-    async def watch_handshake(self) -> None:
-        """Fail the connection if the peer's first SETTINGS has not arrived within
-        ``config.handshake_timeout`` seconds; return as soon as it has (or the
-        connection ended: ``fail`` sets ``settings_received`` too).
+    async def watch_handshake(self, deadline: float) -> None:
+        """Fail the connection if the peer's first SETTINGS has not arrived by
+        ``deadline`` (``config.handshake_timeout`` after the connection started);
+        return as soon as it has (or the connection ended: ``fail`` sets
+        ``settings_received`` too).
 
         Run by the server in the connection nursery, so an idle socket whose peer
         never completes the handshake is not held forever. Checkpoint: always.
         On cancellation: returns at once, failing nothing.
         """
         timeout = self.config.handshake_timeout
-        with trio.move_on_after(timeout):
+        with trio.move_on_at(deadline):
             await self.settings_received.wait()
         if not self.settings_received.is_set():
             self.fail(

@@ -36,12 +36,12 @@ long-lived transport (see ``docs/architecture.md``):
    connection answers RST_STREAM(PROTOCOL_ERROR). The same holds for a body on a
    response to HEAD (h2 expects 0 octets) or on a 204/304 response (RFC 9110
    §6.4.1), and for a message ended by HEADERS or trailers short of its
-   content-length. A header list over our SETTINGS_MAX_HEADER_LIST_SIZE stays h2's
-   connection error ENHANCE_YOUR_CALM: hpack's decoder stops at the field that
-   crosses the limit, so the rest of the block never reaches the dynamic table and
-   HPACK would desync; decoding on to the end would need our own literal decoder
-   (hpack's copies the rest of the block for each literal, quadratic in a 1 MiB
-   block), so the connection ends instead.
+   content-length. A header list over our SETTINGS_MAX_HEADER_LIST_SIZE is a stream
+   error too: our decoder reads the whole block, keeping the dynamic table in step
+   without keeping the fields past the limit (``_hpack``), and
+   ``_header_list_too_large`` answers a request with 431 (RFC 9113 §10.5.1) and
+   resets any other block's stream with ENHANCE_YOUR_CALM; a list over
+   ``_hpack.READ_ON_FACTOR`` times the limit stays h2's connection error.
 6. **The header paths are h2's most expensive per-stream code**: received blocks
    are validated in one pass (``_headers.validate_received``, the same verdicts as
    h2's chain of generators), and sent blocks are framed straight into h2's buffer
@@ -73,6 +73,7 @@ import h2.windows
 from h2.connection import AllowedStreamIDs, ConnectionInputs
 from h2.errors import ErrorCodes
 from h2.exceptions import (
+    DenialOfServiceError,
     FrameDataMissingError,
     FrameTooLargeError,
     InvalidBodyLengthError,
@@ -81,16 +82,27 @@ from h2.exceptions import (
     StreamIDTooLowError,
 )
 from h2.frame_buffer import FrameBuffer
-from h2.stream import StreamClosedBy, StreamInputs
+from h2.stream import StreamClosedBy, StreamInputs, StreamState
 from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
 from hpack.exceptions import HPACKError
 from hyperframe.exceptions import InvalidPaddingError
 from hyperframe.frame import DataFrame, GoAwayFrame, RstStreamFrame, SettingsFrame
 
 from ._headers import validate_received
-from ._hpack import CachingDecoder, CachingEncoder
+from ._hpack import CachingDecoder, CachingEncoder, HeaderListTooLarge
 
-__all__ = ["GoAwayReceived", "H2State", "goaway_frame"]
+__all__ = [
+    "HEADER_LIST_TOO_LARGE_RESPONSE",
+    "MAX_INFORMATIONAL",
+    "GoAwayReceived",
+    "H2State",
+    "goaway_frame",
+]
+
+#: A server's answer to a request whose header list is over our
+#: SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §10.5.1; RFC 6585 §5): no body, so it
+#: needs no flow-control window.
+HEADER_LIST_TOO_LARGE_RESPONSE = ((b":status", b"431"), (b"content-length", b"0"))
 
 
 class GoAwayReceived(h2.events.Event):
@@ -184,9 +196,16 @@ def _bodiless_status(headers: Any) -> bool:
 class _Malformed(Exception):
     """A header block failed validation: a stream error, not a connection error."""
 
-    def __init__(self, stream_id: int) -> None:
+    def __init__(self, stream_id: int, error_code: int = ErrorCodes.PROTOCOL_ERROR) -> None:
         super().__init__(stream_id)
         self.stream_id = stream_id
+        self.error_code = error_code
+
+
+#: Informational (1xx) responses a client accepts per stream; one more resets the
+#: stream with ENHANCE_YOUR_CALM. h2 allows any number, and each is kept for the
+#: application (``H2Stream.informational``): memory must stay bounded.
+MAX_INFORMATIONAL = 32
 
 
 class _Stream(  # type: ignore[misc]  # stream_reset: see below
@@ -226,6 +245,7 @@ class _Stream(  # type: ignore[misc]  # stream_reset: see below
         self._actual_content_length = 0
         self._authority: bytes | None = None
         self.config = config
+        self.informational_received = 0  # 1xx blocks, bounded by MAX_INFORMATIONAL
 
     @property
     def state_machine(self) -> _Stream:  # type: ignore[override]
@@ -260,6 +280,10 @@ class _Stream(  # type: ignore[misc]  # stream_reset: see below
             if end_stream:
                 raise ProtocolError("Cannot set END_STREAM on informational responses")
             events = machine.process_input(StreamInputs.RECV_INFORMATIONAL_HEADERS)
+            self.informational_received += 1
+            if self.informational_received > MAX_INFORMATIONAL:
+                machine.process_input(StreamInputs.SEND_RST_STREAM)
+                raise _Malformed(self.stream_id, ErrorCodes.ENHANCE_YOUR_CALM)
         else:
             events = machine.process_input(StreamInputs.RECV_HEADERS)
         event: Any = events[0]  # one of the four header events
@@ -396,6 +420,14 @@ class H2State(h2.connection.H2Connection):
         self._preface_checked = False  # the peer's first frame was SETTINGS
         #: True when ``receive_data`` stopped at ``max_frames``: more may be buffered.
         self.input_pending = False
+        self._primed = b""  # bytes read before h2 (``prime``), read first
+
+    def prime(self, data: bytes) -> None:
+        """Bytes a server read before h2 saw the connection (``_sniff``): the next
+        ``receive_data`` reads them first (``input_pending`` tells the reader to call
+        it without reading the transport). Call before the reader starts."""
+        self._primed = data
+        self.input_pending = bool(data)
 
     # -- 2. O(1) stream counting ---------------------------------------------------
 
@@ -453,6 +485,9 @@ class H2State(h2.connection.H2Connection):
         events: list[h2.events.Event] = []
         self.events_before_error = events
         self.input_pending = False
+        if self._primed:
+            self.incoming_buffer.add_data(self._primed)
+            self._primed = b""
         if data:
             self.incoming_buffer.add_data(data)
         self.incoming_buffer.max_frame_size = self.max_inbound_frame_size
@@ -472,9 +507,9 @@ class H2State(h2.connection.H2Connection):
             self._terminate_connection(ErrorCodes.PROTOCOL_ERROR)
             raise ProtocolError("Received frame with invalid padding.") from e
         except ProtocolError as e:
-            # An oversized header list (h2's DenialOfServiceError) stays a connection
-            # error: hpack stopped mid-block, so its dynamic table is out of step
-            # with the peer's (module docstring, item 5).
+            # A header list over READ_ON_FACTOR times our limit (h2's
+            # DenialOfServiceError) stays a connection error: the decoder stopped
+            # mid-block, so its dynamic table is out of step (module docstring, 5).
             if type(e) is ProtocolError and isinstance(e.__cause__, _HPACK_FAILURES):
                 e.error_code = ErrorCodes.COMPRESSION_ERROR  # RFC 9113 §4.3
             self._terminate_connection(e.error_code)
@@ -555,12 +590,49 @@ class H2State(h2.connection.H2Connection):
             result: tuple[list[Any], list[Any]] = super()._receive_headers_frame(frame)
         except _Malformed as bad:
             rst = RstStreamFrame(bad.stream_id)
-            rst.error_code = ErrorCodes.PROTOCOL_ERROR
+            rst.error_code = bad.error_code
             event = h2.events.StreamReset(
-                stream_id=bad.stream_id, error_code=ErrorCodes.PROTOCOL_ERROR, remote_reset=False
+                stream_id=bad.stream_id, error_code=bad.error_code, remote_reset=False
             )
             return [rst], [event]
+        except DenialOfServiceError as exc:
+            if not isinstance(exc.__cause__, HeaderListTooLarge):
+                raise  # hpack stopped mid-block: its table is out of step
+            return self._header_list_too_large(frame)
         return result
+
+    def _header_list_too_large(self, frame: Any) -> tuple[list[Any], list[Any]]:
+        """The block on ``frame.stream_id`` was decoded whole (the dynamic table is in
+        step) but its header list is over our SETTINGS_MAX_HEADER_LIST_SIZE.
+
+        RFC 9113 §10.5.1: "A server that receives a larger header section than it is
+        willing to handle can send an HTTP 431 (Request Header Fields Too Large)
+        status code"; a client "can discard responses that it cannot process". So a
+        server answers a new request with ``HEADER_LIST_TOO_LARGE_RESPONSE``
+        (END_STREAM), then RST_STREAM(NO_ERROR) if the request is still open (§8.1:
+        the rest of it is not needed); no handler ever sees it. Any other block (a
+        response, informational response or trailers) gets RST_STREAM
+        (ENHANCE_YOUR_CALM) and a StreamReset event, as for a malformed block.
+        """
+        sid = frame.stream_id
+        events: list[Any] = self.state_machine.process_input(ConnectionInputs.RECV_HEADERS)
+        stream = self._get_or_create_stream(sid, AllowedStreamIDs(not self.config.client_side))
+        machine = stream.state_machine
+        if not self.config.client_side and machine.state == StreamState.IDLE:
+            machine.process_input(StreamInputs.RECV_HEADERS)  # RequestReceived, dropped
+            if "END_STREAM" in frame.flags:
+                machine.process_input(StreamInputs.RECV_END_STREAM)
+            self.send_headers(sid, HEADER_LIST_TOO_LARGE_RESPONSE, end_stream=True)
+            if stream.closed:  # the request had ended too
+                return [], events
+            self.state_machine.process_input(ConnectionInputs.SEND_RST_STREAM)
+            return stream.reset_stream(ErrorCodes.NO_ERROR), events
+        code = ErrorCodes.ENHANCE_YOUR_CALM
+        machine.process_input(StreamInputs.SEND_RST_STREAM)
+        rst = RstStreamFrame(sid)
+        rst.error_code = code
+        events.append(h2.events.StreamReset(stream_id=sid, error_code=code, remote_reset=False))
+        return [rst], events
 
     def _receive_data_frame(self, frame: DataFrame) -> tuple[list[Any], list[Any]]:
         # RFC 9113 §8.1.1: a body longer than its content-length (or, at END_STREAM,

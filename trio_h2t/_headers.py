@@ -44,18 +44,29 @@ from hpack.table import HeaderTable
 __all__ = [
     "ACCEPTED_ENTRIES",
     "CONNECTION_HEADERS",
+    "HEAD_RULE",
     "MAX_REMEMBERED_BLOCK",
     "PERCENT_ENCODE_HINT",
+    "BodyRule",
+    "body_rule",
     "validate_received",
     "validate_to_send",
 ]
+
+#: What a header block we send lets the body after it be: ``(limit, exact, what)``,
+#: the body being exactly (``exact``) or at most ``limit`` bytes, as ``what`` says.
+BodyRule = tuple[int, bool, str]
+#: The rule for a response to HEAD (RFC 9110 §9.3.2), whatever its content-length.
+HEAD_RULE: BodyRule = (0, False, "a response to HEAD (RFC 9110 §9.3.2)")
 
 #: Accepted blocks remembered (process-wide).
 ACCEPTED_ENTRIES = 64
 #: Largest block remembered: bytes of names and values together.
 MAX_REMEMBERED_BLOCK = 1024
-#: Checked and accepted: (response, trailer, *fields) -> None. See the module docstring.
-_accepted: dict[tuple[object, ...], None] = {}
+#: Checked and accepted: (response, trailer, *fields) -> None, or for a block to
+#: send (_TO_SEND..., response, trailer, *fields) -> its body rule. See the module
+#: docstring.
+_accepted: dict[tuple[object, ...], BodyRule | None] = {}
 
 
 # §8.2.1: a name is 0x21-0x40 or 0x5b-0x7e (no controls, space, uppercase, DEL or
@@ -112,11 +123,13 @@ def validate_received(
     _remember(key, headers)
 
 
-def _remember(key: tuple[object, ...], headers: Sequence[tuple[bytes, bytes]]) -> None:
+def _remember(
+    key: tuple[object, ...], headers: Sequence[tuple[bytes, bytes]], rule: BodyRule | None = None
+) -> None:
     if sum(len(name) + len(value) for name, value in headers) <= MAX_REMEMBERED_BLOCK:
         if len(_accepted) >= ACCEPTED_ENTRIES:
             _accepted.clear()
-        _accepted[key] = None
+        _accepted[key] = rule
 
 
 def _check(headers: Sequence[tuple[bytes, bytes]], response: bool, trailer: bool) -> None:
@@ -188,30 +201,69 @@ def _check(headers: Sequence[tuple[bytes, bytes]], response: bool, trailer: bool
 
 
 def validate_to_send(
-    headers: Sequence[tuple[bytes, bytes]], *, response: bool, trailer: bool
-) -> None:
-    """Raise ``ValueError`` if ``headers`` is not a block RFC 9113 lets us send.
+    headers: Sequence[tuple[bytes, bytes]],
+    *,
+    response: bool,
+    trailer: bool,
+    informational: bool = False,
+) -> BodyRule | None:
+    """Raise ``ValueError`` if ``headers`` is not a block RFC 9113 lets us send;
+    else return its :func:`body_rule` (None for trailers).
 
     The rules and the kinds are :func:`validate_received`'s, so a block we send is
-    one our own server or client would accept.
+    one our own server or client would accept. A response's ``:status`` must be a
+    final one (200-599), or with ``informational`` a 1xx other than 101.
     """
     # A block to send is also checked for its pseudo-header values, which the rules
     # for received blocks leave open; its verdict is remembered under a key of its
     # own, so an accepted received block never vouches for one to send.
-    key = (_TO_SEND, response, trailer, *headers)
-    if key in _accepted:
-        return
+    key = (_TO_SEND_INFO if informational else _TO_SEND, response, trailer, *headers)
+    rule = _accepted.get(key, _UNKNOWN)
+    if rule is not _UNKNOWN:
+        return rule  # type: ignore[return-value]  # a BodyRule or None
     try:
         _check(headers, response, trailer)
     except ProtocolError as exc:
         kind = "trailer" if trailer else "response" if response else "request"
         raise ValueError(f"malformed {kind} header block, not sent: {exc}") from None
+    result = None
     if not trailer:
-        _check_pseudo_values(headers, response)
-    _remember(key, headers)
+        _check_pseudo_values(headers, response, informational)
+        result = body_rule(headers)
+    _remember(key, headers, result)
+    return result
 
 
-_TO_SEND = object()  # the first item of a to-send verdict's key in ``_accepted``
+# The first item of a to-send verdict's key in ``_accepted`` (final or 1xx).
+_TO_SEND = object()
+_TO_SEND_INFO = object()
+_UNKNOWN = object()  # not in ``_accepted``
+
+
+def body_rule(block: Sequence[tuple[bytes, bytes]]) -> BodyRule | None:
+    """What the body after our header ``block`` may be (a :data:`BodyRule`), or None.
+
+    Exactly its content-length; nothing on a 204 or 304 response, whatever its
+    content-length says (RFC 9110 §6.4.1; a response to HEAD is the caller's
+    ``HEAD_RULE``). Raises ValueError for a content-length that is not one decimal
+    number (RFC 9110 §8.6).
+    """
+    length: int | None = None
+    status = None
+    for name, value in block:
+        if name == b"content-length":
+            if not value.isdigit():
+                raise ValueError(f"content-length must be a decimal number, not {value!r}")
+            if length is not None and int(value) != length:
+                raise ValueError("content-length given twice with different values")
+            length = int(value)
+        elif name == b":status":
+            status = value
+    if status == b"204" or status == b"304":
+        return 0, False, f"a {status.decode()} response (RFC 9110 §6.4.1)"
+    if length is None:
+        return None
+    return length, True, f"its content-length of {length}"
 
 
 # RFC 9110 §5.6.2: a method is a token, one or more tchar.
@@ -224,7 +276,9 @@ _STATUS = re.compile(rb"[1-5][0-9][0-9]")
 PERCENT_ENCODE_HINT = 'percent-encode it first, e.g. urllib.parse.quote(path, safe="/?&=%")'
 
 
-def _check_pseudo_values(headers: Sequence[tuple[bytes, bytes]], response: bool) -> None:
+def _check_pseudo_values(
+    headers: Sequence[tuple[bytes, bytes]], response: bool, informational: bool
+) -> None:
     """The values of the pseudo-headers we send, which the receiving rules leave open.
 
     Only for blocks we send: the pseudo-headers come first (``validate_received``
@@ -237,12 +291,19 @@ def _check_pseudo_values(headers: Sequence[tuple[bytes, bytes]], response: bool)
         if name == b":status":
             if _STATUS.fullmatch(value) is None:
                 raise ValueError(f":status must be three digits from 100 to 599, not {value!r}")
-            if value[:1] == b"1":
-                # A 1xx block through send_headers would end the stream's headers
-                # (there is no send_informational yet); 101 is forbidden (§8.6).
+            if value == b"101":
+                # RFC 9113 §8.6: "the 101 (Switching Protocols) informational status
+                # code cannot be used" (HTTP/2 has no Upgrade).
+                raise ValueError(":status 101 cannot be used in HTTP/2 (RFC 9113 §8.6)")
+            if informational and value[:1] != b"1":
                 raise ValueError(
-                    f":status {value.decode()} is informational: send_headers sends the "
-                    "final response (200-599); 1xx responses are not supported"
+                    f":status {value.decode()} is final: send_informational sends 1xx "
+                    "responses only (send_headers sends the final one)"
+                )
+            if not informational and value[:1] == b"1":
+                raise ValueError(
+                    f":status {value.decode()} is informational: send it with "
+                    "send_informational(); send_headers sends the final response (200-599)"
                 )
         elif name == b":method":
             method = value

@@ -296,21 +296,33 @@ class Request:
 @final
 @dataclass(frozen=True, slots=True)
 class Response:
-    """A whole response (``ClientConnection.request``): status, fields, body, trailers."""
+    """A whole response (``ClientConnection.request``): status, fields, body, trailers.
+
+    ``informational`` holds the 1xx responses that came before it (103 Early Hints,
+    100 Continue...), in order, each a Response with an empty body and no trailers.
+    """
 
     status: int
     headers: Headers
     body: bytes = field(repr=False)
     trailers: Headers
+    informational: tuple[Response, ...] = ()
 
     @classmethod
-    def _from_parts(cls, raw: RawHeaders, body: bytes, trailers: RawHeaders) -> Response:
+    def _from_parts(
+        cls,
+        raw: RawHeaders,
+        body: bytes,
+        trailers: RawHeaders,
+        informational: Sequence[RawHeaders] = (),
+    ) -> Response:
         status = _pseudo(raw, b":status")
         # _headers.py checks that a response has a :status (RFC 9113 §8.3.2), not
         # its form (RFC 9110 §15: three digits).
         if status is None or len(status) != 3 or not status.isdigit():
             raise RemoteProtocolError(f"the response's :status is not three digits: {status!r}")
-        return cls(int(status), Headers(raw), body, Headers(trailers))
+        early = tuple(cls._from_parts(block, b"", ()) for block in informational)
+        return cls(int(status), Headers(raw), body, Headers(trailers), early)
 
 
 #: Why the connection cancelled a handler (``CancelReason.kind``):

@@ -37,6 +37,7 @@ import trio
 from h2.errors import ErrorCodes
 from h2.events import (
     DataReceived,
+    InformationalResponseReceived,
     PingAckReceived,
     PingReceived,
     RemoteSettingsChanged,
@@ -244,6 +245,12 @@ class Reader:
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
                     stream._on_headers(list(ev.headers))
+            elif type(ev) is InformationalResponseReceived:
+                # A 1xx (client side): kept apart from the final response; h2 resets
+                # a stream past _h2state.MAX_INFORMATIONAL of them.
+                stream = streams.get(ev.stream_id)
+                if stream is not None:
+                    stream._on_informational(list(ev.headers))
             elif type(ev) is TrailersReceived:
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
@@ -280,8 +287,8 @@ class Reader:
                 core.settings_acked = True
             elif type(ev) is GoAwayReceived:
                 self._on_goaway(ev)
-            # Others (PriorityUpdated, InformationalResponse,
-            # UnknownFrameReceived, ...) need nothing from us.
+            # Others (PriorityUpdated, UnknownFrameReceived, ...) need nothing
+            # from us.
         return announced
 
     def _refuse_request(self, ev: h2.events.RequestReceived) -> bool:

@@ -32,6 +32,7 @@ from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
 from ._items import Data, Headers, PeerResponse, ResetStream
 from ._reader import Reader
+from ._sniff import sniff_preface
 from ._stream import H2Stream, HeaderList
 from ._util import ALPN_H2, NoPublicConstructor, unwrap_single
 
@@ -61,17 +62,22 @@ INTERNAL_ERROR_RESPONSE = (
 PRE_ACK_STREAM_LIMIT = 100
 
 
-def _content_length(headers: HeaderList) -> int | None:
-    """The request's content-length: None if absent, -1 if invalid."""
+def _request_fields(headers: HeaderList) -> tuple[int | None, bool]:
+    """The request's content-length (None if absent, -1 if invalid), and whether it
+    expects 100-continue (RFC 9110 §10.1.1: case-insensitive). One pass."""
     value = None
+    expect = False
     for name, v in headers:
         if name == b"content-length":
             if value is not None and v != value:
-                return -1  # RFC 9110 §8.6: differing values make it invalid
-            value = v
+                value = b"-"  # RFC 9110 §8.6: differing values make it invalid
+            elif value is None:
+                value = v
+        elif name == b"expect" and v.lower() == b"100-continue":
+            expect = True
     if value is None:
-        return None
-    return int(value) if value.isdigit() else -1
+        return None, expect
+    return (int(value) if value.isdigit() else -1), expect
 
 
 @final
@@ -117,7 +123,7 @@ class _Admission:
             core._put(PeerResponse("rst"))
             return True
         headers = list(ev.headers)
-        content_length = _content_length(headers)
+        content_length, expect_continue = _request_fields(headers)
         if content_length == -1 or (ev.stream_ended and content_length not in (None, 0)):
             # RFC 9113 §8.1.1: malformed (a bad content-length, or one that a request
             # ending with its HEADERS cannot match): stream error PROTOCOL_ERROR.
@@ -126,6 +132,9 @@ class _Admission:
             return True
         stream = H2Stream._create(core, stream_id=sid, headers=headers)
         stream._content_length = content_length
+        # RFC 9110 §10.1.1: the client waits for a 100 before sending its body; the
+        # handler's first read sends it (H2Stream._send_continue).
+        stream._continue_pending = expect_continue and not ev.stream_ended
         # Created here, not in the handler task: a reset that arrives before the
         # handler first runs must still cancel it.
         stream._cancel_scope = trio.CancelScope()
@@ -232,8 +241,10 @@ async def serve_connection(
     the transport is closed. A handler that raises before its headers gets a 500
     response, after them a RST_STREAM(INTERNAL_ERROR); either way the error is logged on
     the ``trio_h2t`` logger (docs/errors.md, "Handler errors") and the connection
-    carries on. A handler that returns
-    without a response gets a 500 and a warning. Peer misbehaviour is answered on the
+    carries on. A handler that returns without a response gets a 500 and a warning.
+    A client whose first bytes are an HTTP/1.x request line gets a short HTTP/1.1 505
+    response saying this is an HTTP/2 prior-knowledge server, then the connection
+    closes (``_sniff.py``). Peer misbehaviour is answered on the
     wire (GOAWAY or RST_STREAM) and logged at DEBUG; it does not raise here. A client
     that has not sent its preface and first SETTINGS within ``config.handshake_timeout``
     seconds is disconnected. An unexpected exception from the transport's
@@ -254,12 +265,28 @@ async def _serve(
     task_status: trio.TaskStatus[ConnectionCore],
 ) -> None:
     core = ConnectionCore(transport, client_side=False, config=config)
-    if registry is not None:
-        registry.add(core)
+    # The preface and SETTINGS must arrive by then, the first-bytes sniff included.
+    deadline = trio.current_time() + config.handshake_timeout
     try:
         async with trio.open_nursery() as nursery:
             reader = Reader(core, admit=_Admission(core, handler, nursery).admit)
+            task_status.started(core)
             try:
+                # Before our preface: an HTTP/1.x client gets an answer it can read.
+                first = await sniff_preface(transport, deadline)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                raise
+            except Exception as exc:  # a broken Stream wrapper: this connection only
+                core.transport_fault(exc, "receive_some")
+                return
+            if first is None:
+                return  # an HTTP/1.x request, answered (505); nothing of HTTP/2
+            # Only now a connection H2Server.aclose drains; until here it has no
+            # HTTP/2 state, and a server stopping just cancels it.
+            if registry is not None:
+                registry.add(core)
+            try:
+                core.h2.prime(first)
                 await core.send_preface()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raise
@@ -267,8 +294,7 @@ async def _serve(
                 core.transport_fault(exc, "send_all")
                 return
             nursery.start_soon(core.run_loopy, name="h2-loopy")
-            nursery.start_soon(core.watch_handshake, name="h2-handshake-timeout")
-            task_status.started(core)
+            nursery.start_soon(core.watch_handshake, deadline, name="h2-handshake-timeout")
             await reader.run()
             # The reader ended: the connection is over (EOF, protocol error, or
             # finished). Let loopy flush a final GOAWAY, then stop everything.

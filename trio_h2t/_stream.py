@@ -21,6 +21,7 @@ call raises an error whose cause is the same first error.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, final
@@ -30,7 +31,7 @@ from h2.errors import ErrorCodes
 
 from ._exceptions import ConnectionClosingError, H2ProtocolError, StreamResetError
 from ._flow import StreamInFlow
-from ._headers import validate_to_send
+from ._headers import HEAD_RULE, BodyRule, validate_to_send
 from ._items import Data, Headers
 from ._messages import CancelReason, Request
 from ._outstream import OutStream
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from ._connection import ConnectionCore
     from ._streamview import H2StreamView
 
-__all__ = ["H2Stream", "HeaderList"]
+__all__ = ["CONTINUE_RESPONSE", "H2Stream", "HeaderList"]
 
 HeaderList = list[tuple[bytes, bytes]]
 
@@ -59,11 +60,39 @@ def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> Heade
 
 def _block_to_send(
     headers: Sequence[tuple[bytes | str, bytes | str]], *, response: bool, trailer: bool
-) -> HeaderList:
-    """``headers`` as a list of byte pairs, checked by ``validate_to_send`` (ValueError)."""
+) -> tuple[HeaderList, BodyRule | None]:
+    """``headers`` as a list of byte pairs, checked by ``validate_to_send``
+    (ValueError), and what it lets the body after it be (``_headers.body_rule``)."""
     block = _as_header_list(headers)
-    validate_to_send(block, response=response, trailer=trailer)
-    return block
+    return block, validate_to_send(block, response=response, trailer=trailer)
+
+
+def _is_head(request: HeaderList) -> bool:
+    """True for a HEAD request (the loop stops at ``:method``, usually the first)."""
+    for name, value in request:
+        if name == b":method":
+            return value == b"HEAD"
+    return False
+
+
+def _long_body(total: int, rule: BodyRule) -> str:
+    limit, _, what = rule
+    if not limit and not rule[1]:
+        return f"{what} has no body; nothing was queued"
+    return (
+        f"this would make the body {total} bytes, over {what} (RFC 9113 §8.1.1); nothing was queued"
+    )
+
+
+def _short_body(total: int, rule: BodyRule) -> str:
+    return (
+        f"this would end the body at {total} bytes, short of {rule[2]} (RFC 9113 "
+        "§8.1.1); nothing was queued"
+    )
+
+
+#: What ``expect: 100-continue`` gets on the handler's first body read.
+CONTINUE_RESPONSE: HeaderList = [(b":status", b"100")]
 
 
 def _check_bool(value: object, what: str) -> None:
@@ -106,17 +135,22 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     __slots__ = (
         "_body_received",
+        "_body_rule",
+        "_body_sent",
         "_cancel_reason",
         "_cancel_scope",
         "_chunks",
         "_closed",
         "_content_length",
+        "_continue_pending",
         "_core",
         "_end_queued",
         "_error",
         "_headers",
         "_headers_sent",
         "_in_flow",
+        "_info_read",
+        "_informational",
         "_out",
         "_recv_ended",
         "_recv_waiter",
@@ -152,6 +186,15 @@ class H2Stream(metaclass=NoPublicConstructor):
         # bytes seen, checked when the request ends (RFC 9113 §8.1.1).
         self._content_length: int | None = None
         self._body_received = 0
+        # Client only: the 1xx responses received, in order (at most
+        # _h2state.MAX_INFORMATIONAL: h2 resets a stream past it; built on the first).
+        self._informational: list[HeaderList] | None = None
+        # owner: stream task. How many of them receive_informational returned.
+        self._info_read = 0
+        # shared: set by the reader (server) when the request asks for
+        # ``expect: 100-continue``; cleared by the stream task once a 100 or the
+        # final response is queued (the first body read queues the 100).
+        self._continue_pending = False
 
         # -- sticky error, shared: set once by whoever ends the stream abnormally
         self._error: BaseException | None = None
@@ -160,6 +203,12 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._headers_sent = headers is None  # client: sent by open_stream
         self._end_queued = False  # END_STREAM queued (by data, trailers or end())
         self._write_quota = config.write_quota  # shared: -= by stream task, += by loopy
+        # What our own header block allows the body to be: (at most / exactly this
+        # many bytes, exact?, what says so) from its content-length, a response to
+        # HEAD or a 204/304 (RFC 9110 §8.6, §9.3.2, §6.4.1); None: no rule. Set with
+        # the headers; ``_body_sent`` counts the body bytes queued while it is set.
+        self._body_rule: BodyRule | None = None
+        self._body_sent = 0
 
         # immutable after init; every field of it: owner loopy (others read, and
         # ask for changes with control items; see _outstream.py).
@@ -184,6 +233,17 @@ class H2Stream(metaclass=NoPublicConstructor):
     def headers(self) -> HeaderList | None:
         """The request headers (server) or response headers (client), once received."""
         return self._headers
+
+    @property
+    def informational(self) -> list[HeaderList]:
+        """The informational (1xx) responses received so far, in order (client side).
+
+        Each is a header list starting with its ``:status`` (e.g. 103 Early Hints,
+        100 Continue). They never appear in :attr:`headers`: :meth:`receive_headers`
+        waits for the final response. A new list on each access; always empty on a
+        server stream.
+        """
+        return list(self._informational or ())
 
     @property
     def trailers(self) -> HeaderList | None:
@@ -220,6 +280,10 @@ class H2Stream(metaclass=NoPublicConstructor):
     async def receive_headers(self) -> HeaderList:
         """Wait for the peer's headers (the response, on a client) and return them.
 
+        On a client this is the final response: informational (1xx) responses
+        before it are skipped here, and kept in :attr:`informational` (see
+        :meth:`receive_informational`).
+
         Checkpoint: always. On cancellation: nothing is consumed.
 
         Raises:
@@ -240,6 +304,51 @@ class H2Stream(metaclass=NoPublicConstructor):
             await trio.lowlevel.cancel_shielded_checkpoint()
         return self._headers
 
+    async def receive_informational(self) -> HeaderList | None:
+        """Wait for the next informational (1xx) response, or for the final response.
+
+        Returns the next 1xx header list not yet returned by this method (its
+        ``:status`` first), or None once the final response has arrived (or the
+        peer ended the stream) and every 1xx before it was returned. For
+        ``expect: 100-continue``, wait for a 100 before sending the body (bounded,
+        as RFC 9110 §10.1.1 asks: a server may never send one)::
+
+            with trio.move_on_after(1):
+                while (info := await stream.receive_informational()) is not None:
+                    if info[0] == (b":status", b"100"):
+                        break
+            # then send the body, unless the final response already said no
+
+        Checkpoint: always. On cancellation: nothing is consumed.
+
+        Raises:
+            RuntimeError: on a server stream (a client sends no 1xx).
+            StreamResetError, trio.BrokenResourceError: as :meth:`receive_headers`,
+                once every 1xx received before the error was returned.
+        """
+        if not self._core.client_side:
+            raise RuntimeError("receive_informational() is for client streams")
+        await trio.lowlevel.checkpoint_if_cancelled()
+        parked = False
+        block: HeaderList | None
+        while True:
+            info = self._informational
+            if info is not None and self._info_read < len(info):
+                block = info[self._info_read]
+                self._info_read += 1
+                break
+            if self._headers is not None or self._recv_ended:
+                block = None
+                break
+            self._raise_if_error()
+            parked = True
+            self._enter_recv_wait()
+            await trio.lowlevel.wait_task_rescheduled(self._abort_recv)
+            await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled wins, as above
+        if not parked:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return block
+
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         """Return the next bytes of the body (at most ``max_bytes``); ``b""`` at its end.
 
@@ -257,6 +366,8 @@ class H2Stream(metaclass=NoPublicConstructor):
         if max_bytes is not None and _check_int(max_bytes, "max_bytes") < 1:
             raise ValueError(f"max_bytes must be >= 1, not {max_bytes}")
         await trio.lowlevel.checkpoint_if_cancelled()
+        if self._continue_pending:
+            self._send_continue()
         if self._error is not None and not self._recv_ended:
             # A failed stream whose peer had not finished: what is buffered is an
             # incomplete body, so it is not handed out (only a peer that completed
@@ -354,7 +465,10 @@ class H2Stream(metaclass=NoPublicConstructor):
         Raises:
             ValueError: ``headers`` is not a valid response header block (RFC 9113
                 §8.1-§8.3: ``:status`` first, lowercase names, no connection-specific
-                fields...); nothing was queued.
+                fields...), its ``:status`` is not a final one (200-599: 1xx go
+                through :meth:`send_informational`), its content-length is not a
+                number, or ``end_stream`` would end the response short of its
+                content-length (not for HEAD, 204, 304); nothing was queued.
             TypeError: a header field is not bytes or str, or ``end_stream`` is not
                 a bool; nothing was queued.
         """
@@ -363,11 +477,48 @@ class H2Stream(metaclass=NoPublicConstructor):
         if self._headers_sent:
             raise RuntimeError("headers were already sent on this stream")
         self._check_can_send()
-        block = _block_to_send(headers, response=True, trailer=False)
-        self._headers_sent = True
+        block, rule = _block_to_send(headers, response=True, trailer=False)
+        if self._headers is not None and _is_head(self._headers):
+            rule = HEAD_RULE
+        if end_stream and rule is not None and rule[1] and rule[0]:
+            raise ValueError(_short_body(0, rule))
         self._put_output(Headers(self, block, end_stream))
+        self._headers_sent = True
+        self._body_rule = rule
+        self._continue_pending = False  # a final answer: no 100 is owed any more
         if end_stream:
             self._end_queued = True
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def send_informational(self, headers: Sequence[tuple[bytes | str, bytes | str]]) -> None:
+        """Queue an informational (1xx) response, before the final :meth:`send_headers`
+        (server side): 103 Early Hints, 100 Continue, ... Any number may be sent.
+
+        A request with ``expect: 100-continue`` gets a 100 without this call when the
+        handler first reads its body, unless a 100 or the final response was queued
+        first (a handler that answers at once, e.g. 417 or 413, sends no 100).
+
+        Checkpoint: always. On cancellation: nothing was queued.
+
+        Raises:
+            ValueError: ``headers`` is not a valid response block, or its ``:status``
+                is not 1xx, or is 101 (RFC 9113 §8.6); nothing was queued.
+            TypeError: a header field is not bytes or str; nothing was queued.
+            RuntimeError: on a client stream, or after the final headers.
+            StreamResetError, trio.ClosedResourceError, trio.BrokenResourceError: as
+                :meth:`send_headers`.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._core.client_side:
+            raise RuntimeError("send_informational() is for server streams")
+        if self._headers_sent:
+            raise RuntimeError("send_informational() must come before send_headers()")
+        self._check_can_send()
+        block = _as_header_list(headers)
+        validate_to_send(block, response=True, trailer=False, informational=True)
+        self._put_output(Headers(self, block, False))
+        if block[0] == (b":status", b"100"):
+            self._continue_pending = False
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def send_data(
@@ -388,6 +539,10 @@ class H2Stream(metaclass=NoPublicConstructor):
             trio.BrokenResourceError: the connection broke.
             TypeError: ``data`` is not bytes, bytearray or memoryview, or
                 ``end_stream`` is not a bool (checked first; nothing was queued).
+            ValueError: the body would go over our own headers' content-length, or
+                end (``end_stream``) short of it, or be a body at all on a response
+                to HEAD or a 204/304 response; nothing was queued, and the stream
+                can still send what its headers allow.
         """
         _check_payload(data)
         _check_bool(end_stream, "end_stream")
@@ -409,6 +564,14 @@ class H2Stream(metaclass=NoPublicConstructor):
             # rows), and h2 cannot frame a strided view: make it a flat byte view.
             data = data.cast("B") if data.c_contiguous else memoryview(data.tobytes())
         size = len(data)
+        rule = self._body_rule
+        if rule is not None:
+            total = self._body_sent + size
+            if total > rule[0]:
+                raise ValueError(_long_body(total, rule))
+            if end_stream and rule[1] and total < rule[0]:
+                raise ValueError(_short_body(total, rule))
+            self._body_sent = total
         self._write_quota -= size
         release = None if size == 0 else self._quota_returner(size)
         self._put_output(Data(self, data, end_stream, release))
@@ -424,13 +587,17 @@ class H2Stream(metaclass=NoPublicConstructor):
 
         Raises:
             ValueError: ``headers`` is not a valid trailer block (no pseudo-headers,
-                lowercase names, ...); nothing was queued.
+                lowercase names, ...), or the body sent is short of our own
+                content-length; nothing was queued.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_can_send()
         if not self._headers_sent:
             raise RuntimeError("send_headers() must come before send_trailers()")
-        block = _block_to_send(headers, response=False, trailer=True)
+        block, _ = _block_to_send(headers, response=False, trailer=True)
+        rule = self._body_rule
+        if rule is not None and rule[1] and self._body_sent < rule[0]:
+            raise ValueError(_short_body(self._body_sent, rule))
         self._put_output(Headers(self, block, True))
         self._end_queued = True
         await trio.lowlevel.cancel_shielded_checkpoint()
@@ -537,8 +704,15 @@ class H2Stream(metaclass=NoPublicConstructor):
         """
         if self._closed or self._error is not None:
             return
-        if self._out.done or not self._headers_sent:
-            self.reset(ErrorCodes.CANCEL)  # nothing more of ours can go out in order
+        rule = self._body_rule
+        if (
+            self._out.done
+            or not self._headers_sent
+            or (rule is not None and rule[1] and self._body_sent < rule[0])
+        ):
+            # Nothing more of ours can go out in order, or ending here would cut
+            # the body short of our own content-length (a malformed message).
+            self.reset(ErrorCodes.CANCEL)
             return
 
         def after_end() -> None:
@@ -553,6 +727,15 @@ class H2Stream(metaclass=NoPublicConstructor):
             self.reset(ErrorCodes.CANCEL)
             return
         self._end_queued = True
+
+    def _send_continue(self) -> None:
+        """Queue the 100 (Continue) the request's ``expect: 100-continue`` asks for
+        (RFC 9110 §10.1.1), on the handler's first body read. Synchronous."""
+        self._continue_pending = False
+        if self._headers_sent or self._end_queued or self._error is not None or self._recv_ended:
+            return
+        with contextlib.suppress(ConnectionClosingError):
+            self._core.cbuf.put(Headers(self, CONTINUE_RESPONSE, False))
 
     def _check_can_send(self) -> None:
         self._raise_if_error()
@@ -644,6 +827,14 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     def _on_headers(self, headers: HeaderList) -> None:
         self._headers = headers
+        self._wake_recv()
+
+    def _on_informational(self, headers: HeaderList) -> None:
+        """A 1xx response arrived (client; at most ``_h2state.MAX_INFORMATIONAL``)."""
+        info = self._informational
+        if info is None:
+            info = self._informational = []
+        info.append(headers)
         self._wake_recv()
 
     def _on_trailers(self, headers: HeaderList) -> None:

@@ -90,6 +90,8 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
             trio.ClosedResourceError: after ``send_eof`` or ``aclose`` (also for ``b""``).
             trio.BusyResourceError: another task is sending.
             trio.BrokenResourceError: the stream was reset or the connection broke.
+            ValueError: ``data`` would go over the stream's own content-length, or
+                is a body on a response to HEAD or a 204/304 (as ``send_data``).
         """
         self._enter_send()
         try:
@@ -123,6 +125,10 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
         """End our side of the stream (END_STREAM); idempotent.
 
         Checkpoint: always. On cancellation: END_STREAM was not queued.
+
+        Raises:
+            ValueError: the body sent is short of the stream's own content-length
+                (as ``end``); END_STREAM was not queued.
         """
         self._enter_send()
         try:

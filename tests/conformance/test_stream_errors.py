@@ -28,20 +28,38 @@ def test_frame_over_max_frame_size_refused_from_its_header(conn: H2Client) -> No
     assert goaway is not None
 
 
-def test_oversized_header_list_is_a_connection_error(conn: H2Client) -> None:
-    """A header list over our SETTINGS_MAX_HEADER_LIST_SIZE (64 KiB) ends the
-    connection with ENHANCE_YOUR_CALM: hpack stops decoding mid-block, so the
-    dynamic table could not stay in sync (docs/errors.md, "On the wire")."""
-    extra = [(f"x-big-{i}", "v" * 4000) for i in range(20)]
-    block = conn.encode_headers([*request_headers(), *extra])
+def _send_split(conn: H2Client, stream_id: int, block: bytes) -> None:
+    """``block`` as HEADERS(END_STREAM) and as many CONTINUATION frames as 16 KiB needs."""
     frames = [block[i : i + 16_384] for i in range(0, len(block), 16_384)]
     first = HeadersFrame(
-        1, frames[0], flags=["END_STREAM"] + ([] if len(frames) > 1 else ["END_HEADERS"])
+        stream_id, frames[0], flags=["END_STREAM"] + ([] if len(frames) > 1 else ["END_HEADERS"])
     )
     rest = [
-        ContinuationFrame(1, chunk, flags=["END_HEADERS"] if i == len(frames) - 2 else [])
+        ContinuationFrame(stream_id, chunk, flags=["END_HEADERS"] if i == len(frames) - 2 else [])
         for i, chunk in enumerate(frames[1:])
     ]
     conn.send(first, *rest)
+
+
+def test_oversized_header_list_gets_431_and_the_connection_serves_on(conn: H2Client) -> None:
+    """A header list over our SETTINGS_MAX_HEADER_LIST_SIZE (64 KiB), spread over
+    CONTINUATION frames: a 431 response on stream 1 only (RFC 9113 §10.5.1), no
+    GOAWAY; stream 3, whose block indexes an entry added after the limit was
+    crossed, completes (HPACK stayed in step: docs/errors.md, "On the wire")."""
+    extra = [(f"x-big-{i}", "v" * 4000) for i in range(20)] + [("x-after", "tail")]
+    _send_split(conn, 1, conn.encode_headers([*request_headers(), *extra]))
+    assert conn.read_response(1).status == 431
+    block = conn.encode_headers([*request_headers(), ("x-after", "tail")])
+    assert len(block) < 20  # index references only
+    conn.send_headers(3, block)
+    assert conn.read_response(3).status == 200
+    assert not [e for e in conn.received if isinstance(e, GoAwayFrame)]
+
+
+def test_header_list_far_over_the_limit_is_a_connection_error(conn: H2Client) -> None:
+    """Over four times the limit (``_hpack.READ_ON_FACTOR``) the decoder stops reading:
+    GOAWAY(ENHANCE_YOUR_CALM), as hpack's own limit did."""
+    extra = [(f"x-big-{i}", "v" * 4000) for i in range(70)]
+    _send_split(conn, 1, conn.encode_headers([*request_headers(), *extra]))
     goaway = conn.expect_connection_error(ErrorCode.ENHANCE_YOUR_CALM)
     assert goaway is not None
