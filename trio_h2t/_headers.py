@@ -1,7 +1,7 @@
 """One-pass validation of a header block (RFC 9113 §8.1.1, §8.2, §8.3), both ways.
 
 h2 validates inbound headers with a chain of seven generators, testing every byte of
-every name and value in a Python loop (python-peers.md §1.6). :func:`validate_received`
+every name and value in a Python loop (h2's ``utilities.py`` ``validate_headers``). :func:`validate_received`
 makes the same checks in one pass, with regular expressions for the byte ranges and
 sets of names already known to be good, and raises the same exception type
 (``h2.exceptions.ProtocolError``) for exactly the same blocks;
