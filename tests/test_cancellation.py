@@ -511,7 +511,9 @@ async def test_cancel_h2server_aclose_still_stops_the_server() -> None:
                     await conn.request("GET", "/")
             # Leaving the nursery waits for serve_tcp: it returned without our help.
         assert tasks_under(nursery) == []
-        assert all(lst.socket.fileno() == -1 for lst in server.listeners)
+        for listener in server.listeners:
+            assert isinstance(listener, trio.SocketListener)
+            assert listener.socket.fileno() == -1
         with pytest.raises(OSError, match="connect"):
             await trio.open_tcp_stream("127.0.0.1", port)
         return attempt.fired

@@ -3,8 +3,8 @@
 h2 validates inbound headers with a chain of seven generators (h2's ``utilities.py``
 ``validate_headers``), testing every byte of every name and value in a Python loop.
 :func:`validate_received` makes the same checks in one pass, with regular expressions
-for the byte ranges and sets of names already known to be good, and raises the same exception type
-(``h2.exceptions.ProtocolError``) for exactly the same blocks;
+for the byte ranges and sets of names already known to be good, and raises the same
+exception type (``h2.exceptions.ProtocolError``) for exactly the same blocks;
 ``tests/test_headers.py`` checks that equivalence against h2's own pipeline on
 generated blocks.
 
