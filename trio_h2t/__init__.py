@@ -25,7 +25,6 @@ from ._client import (
     open_unix_connection as open_unix_connection,
 )
 from ._config import TransportConfig as TransportConfig
-from ._connection import Handler as Handler
 from ._exceptions import (
     ConnectionClosingError as ConnectionClosingError,
     ConnectionLostError as ConnectionLostError,
@@ -45,6 +44,7 @@ from ._messages import (
 )
 from ._server import (
     H2Server as H2Server,
+    Handler as Handler,
     open_server as open_server,
     serve_connection as serve_connection,
     serve_listeners as serve_listeners,

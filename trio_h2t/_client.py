@@ -20,6 +20,7 @@ from ._headers import PERCENT_ENCODE_HINT
 from ._items import StartStream
 from ._loopy import LoopyStatistics
 from ._messages import Response
+from ._reader import Reader
 from ._stream import (
     H2Stream,
     HeaderList,
@@ -338,7 +339,7 @@ async def open_client_connection(
     try:
         async with _unwrap_single(), trio.open_nursery() as nursery:
             await core.send_preface()
-            nursery.start_soon(core.run_reader, name="h2-reader")
+            nursery.start_soon(Reader(core).run, name="h2-reader")
             nursery.start_soon(core.run_loopy, name="h2-loopy")
             with trio.move_on_after(config.handshake_timeout):
                 await core.settings_received.wait()
