@@ -18,6 +18,7 @@ async call checkpoints, fast path included, and that the sync ones never do.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -27,7 +28,16 @@ import trio
 import trio.testing
 from helpers import REQUEST, RESPONSE_200, connected_pair
 
-from trio_h2t import ClientConnection, H2Stream, TransportConfig
+from trio_h2t import (
+    ClientConnection,
+    H2Server,
+    H2Stream,
+    TransportConfig,
+    open_client_connection,
+    open_connection,
+    serve_connection,
+    serve_tcp,
+)
 
 T = TypeVar("T")
 
@@ -534,6 +544,99 @@ async def test_cancel_aclose_still_closes() -> None:
                 return attempt.fired
 
             await sweep(case)
+
+
+# ============================================ closing a server or a connection, cancelled
+
+
+def tasks_under(nursery: trio.Nursery) -> list[str]:
+    """Names of every task still alive in ``nursery``, its children's nurseries included."""
+    names: list[str] = []
+    for task in nursery.child_tasks:
+        names.append(task.name)
+        for child in task.child_nurseries:
+            names.extend(tasks_under(child))
+    return names
+
+
+async def test_cancel_h2server_aclose_still_stops_the_server() -> None:
+    """H2Server.aclose cancelled at any schedule point still stops serve_tcp (it
+    returns by itself), closes its listeners and the connections' sockets."""
+
+    async def case(n: int) -> bool:
+        async with trio.open_nursery() as nursery:
+            server: H2Server = await nursery.start(
+                functools.partial(serve_tcp, echo, 0, host="127.0.0.1")
+            )
+            port = server.port
+            async with open_connection("127.0.0.1", port) as conn:
+                await still_serves(conn)
+                attempt = await cancel_at(n, functools.partial(server.aclose, grace=5))
+                assert server.port == port  # still answers after aclose
+                # The server's connection is closed: the client's next request fails.
+                with pytest.raises((trio.BrokenResourceError, trio.ClosedResourceError)):
+                    await conn.request("GET", "/")
+            # Leaving the nursery waits for serve_tcp: it returned without our help.
+        assert tasks_under(nursery) == []
+        for listener in server.listeners:
+            assert isinstance(listener, trio.SocketListener)
+            assert listener.socket.fileno() == -1
+        with pytest.raises(OSError, match="connect"):
+            await trio.open_tcp_stream("127.0.0.1", port)
+        return attempt.fired
+
+    with trio.fail_after(60):
+        assert await sweep(case) >= 1
+
+
+async def test_cancel_server_graceful_close_still_ends_the_connection() -> None:
+    """A server connection's graceful close cancelled at any schedule point still
+    ends the connection: the client sees it end, serve_connection returns by itself
+    once the client hung up (it lingers for that), and its transport is closed."""
+
+    async def case(n: int) -> bool:
+        client_t, server_t = trio.testing.memory_stream_pair()
+        async with trio.open_nursery() as nursery:
+            core: Any = await nursery.start(functools.partial(serve_connection, server_t, echo))
+            async with open_client_connection(client_t) as conn:
+                await still_serves(conn)
+                attempt = await cancel_at(n, core.graceful_close)
+                assert core.done.is_set()  # loopy and the reader are over
+                with pytest.raises((trio.BrokenResourceError, trio.ClosedResourceError)):
+                    await conn.request("GET", "/")
+            # Leaving the nursery waits for serve_connection: it returned by itself.
+        assert tasks_under(nursery) == []
+        with pytest.raises(trio.ClosedResourceError):
+            await server_t.send_all(b"x")
+        return attempt.fired
+
+    with trio.fail_after(30):
+        assert await sweep(case) >= 1
+
+
+async def test_cancel_client_aclose_still_closes_the_connection() -> None:
+    """ClientConnection.aclose cancelled at any schedule point still closes the
+    connection: its reader and loopy end, its transport is closed, calls fail."""
+
+    async def case(n: int) -> bool:
+        client_t, server_t = trio.testing.memory_stream_pair()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(functools.partial(serve_connection, server_t, echo))
+            async with open_client_connection(client_t) as conn:
+                await still_serves(conn)
+                mine = trio.lowlevel.current_task().child_nurseries[-1]  # the client's
+                attempt = await cancel_at(n, conn.aclose)
+                await trio.testing.wait_all_tasks_blocked()
+                assert tasks_under(mine) == []
+                with pytest.raises(trio.ClosedResourceError):
+                    await client_t.send_all(b"x")
+                with pytest.raises((trio.BrokenResourceError, trio.ClosedResourceError)):
+                    await conn.request("GET", "/")
+            assert tasks_under(nursery) == []  # the server saw the end too
+        return attempt.fired
+
+    with trio.fail_after(30):
+        assert await sweep(case) >= 1
 
 
 # ============================================================ every async call checkpoints

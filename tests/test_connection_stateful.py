@@ -40,7 +40,10 @@ The world:
   both ways, reset a stream, cancel a client stream's scope or leave its
   ``open_stream`` block, make a handler return or raise, let virtual time pass, and
   close a connection gracefully (client ``aclose``, server ``graceful_close``) or
-  abruptly (close one side's transport, cancel one side).
+  abruptly (close one side's transport, cancel one side), or make one side commit a
+  connection error (``peer_connection_error``: a 6-byte PING, a connection
+  WINDOW_UPDATE overflowing the window, DATA on stream 0, written between two of
+  its writes, at any step).
 
 Checked at every quiescent point (``_check``):
 
@@ -63,7 +66,10 @@ Checked at every quiescent point (``_check``):
 - liveness: on a healthy link nothing is left unread in the transport (else both
   readers are stuck: a deadlock), in a control buffer or in h2's buffer; loopy holds
   no data its windows would let it write; no task waits on a closed stream or on a
-  connection that has ended; no client waits for stream quota that is free.
+  connection that has ended; no client waits for stream quota that is free;
+- endings (``_check_ended``): once a connection is over (its loopy has exited),
+  every stream task of that side has its outcome (none blocked, no opener waiting),
+  every stream is closed and all its write quota is back, orphaned items included.
 
 At the end (``teardown``) every stream is put on autopilot (finish sending, read to
 the end); each stream that no action disturbed must then be complete on both sides.
@@ -143,6 +149,16 @@ ALLOWED_ERRORS = (
     trio.ClosedResourceError,
 )
 CLIENT, SERVER = "client", "server"
+#: Frames a misbehaving peer writes between two of its own writes, each a connection
+#: error for the side that reads it (RFC 9113 §6.7, §6.9.1, §6.1).
+CONNECTION_ERRORS = {
+    # PING of 6 bytes: FRAME_SIZE_ERROR.
+    "ping-size": b"\x00\x00\x06\x06\x00\x00\x00\x00\x00" + b"123456",
+    # Connection WINDOW_UPDATE of 2**31 - 1 over a positive window: FLOW_CONTROL_ERROR.
+    "window-overflow": b"\x00\x00\x04\x08\x00\x00\x00\x00\x00\x7f\xff\xff\xff",
+    # DATA on stream 0: PROTOCOL_ERROR.
+    "data-on-0": b"\x00\x00\x01\x00\x00\x00\x00\x00\x00x",
+}
 #: Bugs that are tolerated where they show, so that the machine can look for others
 #: (each one has its own deterministic test below).
 KNOWN_BUGS: frozenset[str] = frozenset()
@@ -211,19 +227,31 @@ class ChunkedStream(trio.abc.Stream):
         self.outgoing = outgoing
         self.incoming = incoming
         self.closed = False
+        self.sending = False  # inside send_all: the peer may hold part of a frame
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)
         if not view:
             await self._inner.send_all(b"")
             return
-        while view:
-            while self.outgoing.full() and not self.outgoing.closed:
-                await self.outgoing.room.park()  # woken by the reader, or a close
-            n = next(self._send_sizes)
-            piece, view = view[:n], view[n:]
-            await self._inner.send_all(piece)
-            self.outgoing.sent += len(piece)
+        self.sending = True
+        try:
+            while view:
+                while self.outgoing.full() and not self.outgoing.closed:
+                    await self.outgoing.room.park()  # woken by the reader, or a close
+                n = next(self._send_sizes)
+                piece, view = view[:n], view[n:]
+                await self._inner.send_all(piece)
+                self.outgoing.sent += len(piece)
+        finally:
+            self.sending = False
+
+    def inject(self, peer: ChunkedStream, data: bytes) -> None:
+        """Deliver ``data`` to ``peer`` as if this end had written it, between two of
+        this end's writes (each loopy write is whole frames, so a frame boundary)."""
+        assert not self.sending
+        peer._inner.receive_stream.put_data(data)
+        self.outgoing.sent += len(data)
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._inner.wait_send_all_might_not_block()
@@ -1059,6 +1087,21 @@ class ConnectionMachine(RuleBasedStateMachine):
         }
         self._act(actions[kind])
 
+    @precondition(lambda self: self.streams)
+    @rule(who=sides, kind=st.sampled_from(sorted(CONNECTION_ERRORS)), go=rarely)
+    def peer_connection_error(self, who: str, kind: str, go: bool) -> None:
+        """The ``who`` side's peer role misbehaves: a frame that is a connection error
+        reaches the other side between two of ``who``'s writes, at any step."""
+        tx, rx = (
+            (self.client_transport, self.server_transport)
+            if who == CLIENT
+            else (self.server_transport, self.client_transport)
+        )
+        if not go or self.host.result is not None or tx.sending or tx.closed or rx.closed:
+            return self._act()
+        self.conn_disturbed = self.hard_disturbed = True
+        self._act(functools.partial(tx.inject, rx, CONNECTION_ERRORS[kind]))
+
     # ------------------------------------------------------------------ checks
 
     def _check(self) -> None:
@@ -1070,7 +1113,35 @@ class ConnectionMachine(RuleBasedStateMachine):
         for who in (CLIENT, SERVER):
             self._check_memory(who)
         self._check_liveness()
+        for who in (CLIENT, SERVER):
+            self._check_ended(who)
         self._check_conservation()
+
+    def _check_ended(self, who: str) -> None:
+        """Once a connection has ended (loopy is gone), every stream task of it has its
+        outcome and every byte of write quota is back (orphaned items included)."""
+        core = self._core(who)
+        if core is None or not core.done.is_set():
+            return
+        cfg = self.ccfg if who == CLIENT else self.scfg
+        for model in self.streams:
+            side = model.c if who == CLIENT else model.s
+            busy = {role: op for role, op in side.busy.items() if role != "owner"}
+            assert not busy, f"{side!r}: still blocked in {busy} after the connection ended"
+            if who == CLIENT:
+                assert side.busy.get("owner") != "open", (
+                    f"{side!r}: still waiting to open after the connection ended"
+                )
+            stream = side.stream
+            if stream is None:
+                continue
+            assert stream._closed, f"{side!r}: stream open after the connection ended"
+            if "parked-output-kept" in KNOWN_BUGS and stream._out_state == OUT_WAITING:
+                continue
+            assert stream._write_quota == cfg.write_quota, (
+                f"{side!r}: {cfg.write_quota - stream._write_quota} bytes of write quota "
+                "not released after the connection ended"
+            )
 
     def _check_bytes(self, model: StreamModel) -> None:
         for rx, tx in model.sides():

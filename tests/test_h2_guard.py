@@ -1,14 +1,17 @@
 """Every private h2/hpack/hyperframe name trio_h2t uses or overrides still exists, compatibly.
 
 trio_h2t subclasses h2's connection and stream and reads a few private attributes
-(``_h2state.py``, ``_hpack.py``). A new h2 release that renames one would break us
-quietly; these tests fail first, naming it. ``.ci/run`` also runs the suite against
-the newest h2 release.
+(``_h2fixes.py``, the correctness layer; ``_h2fast.py``, the speed layer; ``_hpack.py``).
+A new h2 release that renames one would break us quietly; these tests fail first,
+naming it, and a private name used in those modules but not pinned here fails too.
+``.ci/run`` also runs the suite against the newest h2 release.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
+from pathlib import Path
 
 import h2.config
 import h2.connection
@@ -24,8 +27,9 @@ import pytest
 from h2.errors import ErrorCodes
 from hpack import Encoder
 
-from trio_h2t._h2state import _Stream
-from trio_h2t._hpack import CachingDecoder, HeaderListTooLarge
+import trio_h2t
+from trio_h2t._h2fast import FastStream
+from trio_h2t._hpack import CachingDecoder, HeaderListTooLarge, ReadOnDecoder
 
 #: (class, private method, parameter names we rely on).
 METHODS = [
@@ -35,9 +39,8 @@ METHODS = [
     (h2.connection.H2Connection, "_stream_id_is_outbound", ("self", "stream_id")),
     (h2.connection.H2Connection, "_open_streams", ("self", "remainder")),
     (h2.connection.H2Connection, "_receive_headers_frame", ("self", "frame")),
-    (h2.connection.H2Connection, "_get_or_create_stream", ("self", "stream_id", "allowed_ids")),
-    (h2.connection.H2Connection, "_receive_push_promise_frame", ("self", "frame")),
     (h2.connection.H2Connection, "_receive_goaway_frame", ("self", "frame")),
+    (h2.connection.H2Connection, "_get_or_create_stream", ("self", "stream_id", "allowed_ids")),
     (
         h2.connection.H2Connection,
         "_handle_data_on_closed_stream",
@@ -46,29 +49,127 @@ METHODS = [
     (h2.connection.H2Connection, "_terminate_connection", ("self", "error_code")),
     (h2.connection.H2Connection, "_stream_closed_by", ("self", "stream_id")),
     (h2.connection.H2Connection, "_stream_is_closed_by_end", ("self", "stream_id")),
+    (h2.connection.H2Connection, "_receive_data_frame", ("self", "frame")),
     (h2.stream.H2Stream, "_initialize_content_length", ("self", "headers")),
     (
         h2.stream.H2Stream,
         "_process_received_headers",
         ("self", "headers", "header_validation_flags", "header_encoding"),
     ),
+    (h2.stream.H2Stream, "_build_hdr_validation_flags", ("self", "events")),
+    # Public methods we override: our versions must keep accepting h2's arguments.
+    (h2.connection.H2Connection, "receive_data", ("self", "data")),
+    (
+        h2.connection.H2Connection,
+        "send_headers",
+        (
+            "self",
+            "stream_id",
+            "headers",
+            "end_stream",
+            "priority_weight",
+            "priority_depends_on",
+            "priority_exclusive",
+        ),
+    ),
+    (h2.stream.H2Stream, "receive_headers", ("self", "headers", "end_stream", "header_encoding")),
+    (h2.stream.H2Stream, "send_headers", ("self", "headers", "encoder", "end_stream")),
+    (hpack.table.HeaderTable, "add", ("self", "name", "value")),
+    (hpack.Encoder, "encode", ("self", "headers", "huffman")),
+    (hpack.Decoder, "decode", ("self", "data", "raw")),
     (h2.stream.H2Stream, "reset_stream", ("self", "error_code")),
-    # _hpack.CachingDecoder reads blocks with its own loop, on hpack's pieces:
+    # _hpack.ReadOnDecoder reads blocks with its own loop, on hpack's pieces:
     (hpack.Decoder, "_update_encoding_context", ("self", "data")),
     (hpack.Decoder, "_assert_valid_table_size", ("self",)),
     (hpack.table.HeaderTable, "get_by_index", ("self", "index")),
-    (hpack.table.HeaderTable, "add", ("self", "name", "value")),
     (hpack.hpack, "decode_integer", ("data", "prefix_bits")),
     (h2.connection, "_decode_headers", ("decoder", "encoded_header_block")),
     (hpack.huffman_table, "decode_huffman", ("huffman_string",)),
 ]
+
+#: Private instance attributes of h2, hpack and hyperframe objects we read or replace.
+ATTRIBUTES = {
+    "_frame_dispatch_table",
+    "_closed_streams",
+    "_data_to_send",
+    "_data",
+    "_maxsize",
+    "_events",
+    "_expected_content_length",
+    "_actual_content_length",
+    "_authority",
+    "_inbound_window_manager",
+}
+
+#: Private names our layers introduce; none may collide with a name h2 or hpack defines.
+OURS = {
+    "_MAX_SLOTS",
+    "_cache",
+    "_check_not_forgotten",
+    "_code",
+    "_first_checked",
+    "_grow",
+    "_header_list_too_large",
+    "_mask",
+    "_preface_checked",
+    "_primed",
+    "_prune_at",
+    "_read_block",
+    "_read_literal",
+    "_slots",
+    "_stream_class",
+    "_trace_frames",
+    "_validated",
+}
+
+_MODULES = ("_h2fixes.py", "_h2fast.py", "_hpack.py", "_h2state.py")
+_THEIR_CLASSES = (
+    h2.connection.H2Connection,
+    h2.stream.H2Stream,
+    h2.stream.H2StreamStateMachine,
+    h2.windows.WindowManager,
+    h2.frame_buffer.FrameBuffer,
+    hpack.table.HeaderTable,
+    hpack.Encoder,
+    hpack.Decoder,
+)
+
+
+def _private_names_in_our_layers() -> set[str]:
+    """Every ``_name`` our h2 layers access as an attribute or define as a method."""
+    names: set[str] = set()
+    for module in _MODULES:
+        tree = ast.parse((Path(trio_h2t.__file__).parent / module).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef):
+                        names.add(item.name)
+                    elif isinstance(item, ast.Assign | ast.AnnAssign):
+                        targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def test_every_private_name_our_layers_use_is_pinned_here() -> None:
+    """Each private name in _h2fixes/_h2fast/_hpack is pinned above (h2's) or listed as ours."""
+    pinned = {name for _, name, _ in METHODS} | ATTRIBUTES | OURS
+    assert sorted(_private_names_in_our_layers() - pinned) == []
+
+
+def test_our_private_names_do_not_collide_with_h2s() -> None:
+    """No private name our layers introduce is also defined by h2 or hpack (a silent override)."""
+    clashes = sorted(n for n in OURS for cls in _THEIR_CLASSES if hasattr(cls, n))
+    assert clashes == []
 
 
 @pytest.mark.parametrize(("cls", "name", "params"), METHODS, ids=lambda v: str(v)[:40])
 def test_private_method_exists_with_compatible_signature(
     cls: type, name: str, params: tuple[str, ...]
 ) -> None:
-    """Each private h2/hpack function we call or override exists with the parameter names we use."""
+    """Each private h2 method we call or override exists with the parameter names we use."""
     method = getattr(cls, name)
     assert tuple(inspect.signature(method).parameters) == params
 
@@ -81,26 +182,35 @@ def test_private_attributes_exist() -> None:
     assert hasattr(h2.frame_buffer.FrameBuffer(), "_data")
     assert hasattr(hpack.table.HeaderTable(), "_maxsize")
     assert hasattr(h2.exceptions.StreamClosedError(1), "_events")
+    stream = h2.stream.H2Stream(1, h2.config.H2Configuration(), 65_535, 65_535)
+    for name in (
+        "_expected_content_length",
+        "_actual_content_length",
+        "_authority",
+        "_inbound_window_manager",
+    ):
+        assert hasattr(stream, name), name
 
 
 def test_our_stream_sets_every_attribute_h2s_stream_sets() -> None:
-    """_Stream sets each instance attribute of h2's H2Stream, state machine and window manager."""
+    """FastStream sets each instance attribute of h2's H2Stream, state machine, window manager."""
     config = h2.config.H2Configuration(client_side=True)
     theirs: set[str] = set()
     theirs |= set(vars(h2.stream.H2Stream(1, config, 65_535, 65_535)))
     theirs |= set(vars(h2.stream.H2StreamStateMachine(1)))
     theirs |= set(vars(h2.windows.WindowManager(65_535)))
-    # _Stream *is* its own state machine and inbound window manager (properties).
+    # FastStream *is* its own state machine and inbound window manager (properties).
     theirs -= {"state_machine", "_inbound_window_manager"}
-    ours = _Stream(1, config, 65_535, 65_535)
+    ours = FastStream(1, config, 65_535, 65_535)
     missing = sorted(name for name in theirs if not hasattr(ours, name))
     assert not missing
 
 
-def test_h2_wraps_the_decoders_oversize_error_keeping_its_cause() -> None:
+@pytest.mark.parametrize("decoder_class", [ReadOnDecoder, CachingDecoder])
+def test_h2_wraps_the_decoders_oversize_error_keeping_its_cause(decoder_class: type) -> None:
     """h2's ``_decode_headers`` turns our HeaderListTooLarge into DenialOfServiceError
-    (ENHANCE_YOUR_CALM) with it as ``__cause__``: what ``_h2state`` catches."""
-    decoder = CachingDecoder()
+    (ENHANCE_YOUR_CALM) with it as ``__cause__``: what ``_h2fixes`` catches."""
+    decoder = decoder_class()
     decoder.max_header_list_size = 100
     block = Encoder().encode([(b"x-big", b"v" * 200)])
     with pytest.raises(h2.exceptions.DenialOfServiceError) as info:

@@ -1,4 +1,4 @@
-"""Unit tests for ``trio_h2t._h2state``: h2 with GOAWAY and stream counting owned by us.
+"""Unit tests for ``trio_h2t._h2state`` (both layers): h2 with GOAWAY and streams owned by us.
 
 Sans-IO: an :class:`H2State` talks to a plain ``h2`` peer by handing bytes across, as
 h2's own ``test_interacting_stacks`` does without the threads.
@@ -33,14 +33,8 @@ from hyperframe.frame import (
 )
 from hypothesis import given, settings, strategies as st
 
-from trio_h2t._h2state import (
-    GoAwayReceived,
-    H2State,
-    _ClosedStreams,
-    _Stream,
-    goaway_frame,
-    make_h2_state,
-)
+from trio_h2t._h2fast import FastStream, _ClosedStreams
+from trio_h2t._h2state import GoAwayReceived, H2State, goaway_frame, make_h2_state
 
 REQUEST = [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"x"), (b":path", b"/")]
 
@@ -431,7 +425,7 @@ def test_send_headers_keeps_h2s_stream_rules() -> None:
     assert kinds.count(h2.events.ResponseReceived) == 2
 
 
-# ------------------------------------------------ the merged stream object (_Stream)
+# ------------------------------------------------ the merged stream object (FastStream)
 
 _STREAM_OPS = st.lists(
     st.one_of(
@@ -496,8 +490,8 @@ def _apply(stream: Any, encoder: Any, op: tuple[Any, ...], client_side: bool) ->
     )
 
 
-class _ThreeObjects(_Stream):
-    """``_Stream`` built as h2 builds its streams: a separate state machine and
+class _ThreeObjects(FastStream):
+    """``FastStream`` built as h2 builds its streams: a separate state machine and
     window manager (instance attributes again, shadowing the merge's properties)."""
 
     state_machine = None  # type: ignore[assignment]
@@ -512,14 +506,14 @@ class _ThreeObjects(_Stream):
 def test_merged_stream_object_behaves_as_h2s_three(
     client_side: bool, ops: list[tuple[Any, ...]]
 ) -> None:
-    """Our ``_Stream`` is h2's stream, state machine and window manager in one
+    """Our ``FastStream`` is h2's stream, state machine and window manager in one
     object; on any sequence of stream operations it gives the frames, events,
     errors, states and windows of the same class built as h2 builds it (three
     objects)."""
     config = h2.config.H2Configuration(client_side=client_side, header_encoding=None)
     stream_id = 1 if client_side else 2
     stock = _ThreeObjects(stream_id, config, 65_535, 65_535)
-    mine = _Stream(stream_id, config, 65_535, 65_535)
+    mine = FastStream(stream_id, config, 65_535, 65_535)
     assert mine.state_machine is mine
     assert mine._inbound_window_manager is mine
     assert stock.state_machine is not stock

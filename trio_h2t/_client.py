@@ -310,9 +310,14 @@ class ClientConnection(metaclass=NoPublicConstructor):
     async def aclose(self) -> None:
         """Close gracefully: GOAWAY, let open streams finish (bounded), then stop.
 
-        Checkpoint: always.
+        Checkpoint: always. On cancellation: the connection is closed anyway, at once
+        (open streams fail with ``ConnectionClosingError``, the reader and loopy end,
+        the transport is closed).
         """
-        await self._core.graceful_close()
+        try:
+            await self._core.graceful_close()
+        finally:
+            await trio.aclose_forcefully(self._core.transport)
 
 
 @asynccontextmanager

@@ -59,6 +59,11 @@ log = logging.getLogger("trio_h2t")
 # logging alone (no process-wide side effect); docs/architecture.md tells
 # applications how to pin the "hpack" logger themselves.
 
+#: Seconds a cancelled (or overrunning) graceful close waits, shielded, for loopy to
+#: close the connection before failing it outright (trio's ``aclose`` rule: graceful
+#: under a bounded, shielded deadline, then forceful).
+FORCE_CLOSE_WAIT = 1.0
+
 
 class ConnectionCore:
     """Shared state of one connection (client or server). Built by client/server code."""
@@ -427,21 +432,34 @@ class ConnectionCore:
     async def graceful_close(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Send GOAWAY, let open streams finish (up to ``timeout``), then stop loopy.
 
-        Checkpoint: always. On cancellation: stops waiting; the caller tears down.
+        Checkpoint: always. On cancellation (or if loopy has not stopped in time): the
+        drain is cut short, not the close: loopy is told to close now (open streams
+        fail, the GOAWAY goes out), waited for under a shield for at most
+        ``FORCE_CLOSE_WAIT`` seconds, and the connection is failed if it is still
+        not over (``tests/test_cancellation.py``).
         """
         if timeout is None:
             timeout = self.config.graceful_close_timeout
-        if not self.closing and self.error is None:
-            self.closing = True
-            last = 0 if self.client_side else None
-            self._put(GoAway(ErrorCodes.NO_ERROR, last_stream_id=last))
-            self.check_idle()
-        with trio.move_on_after(timeout):
-            await self._idle.wait()
-        if self.error is None:
-            self._put(CloseConnection())
-        with trio.move_on_after(max(timeout, 1.0)):
-            await self.done.wait()
+        try:
+            if not self.closing and self.error is None:
+                self.closing = True
+                last = 0 if self.client_side else None
+                self._put(GoAway(ErrorCodes.NO_ERROR, last_stream_id=last))
+                self.check_idle()
+            with trio.move_on_after(timeout):
+                await self._idle.wait()
+            if self.error is None:
+                self._put(CloseConnection())
+            with trio.move_on_after(max(timeout, 1.0)):
+                await self.done.wait()
+        finally:
+            if not self.done.is_set():
+                if self.error is None:
+                    self._put(CloseConnection())
+                with trio.CancelScope(shield=True), trio.move_on_after(FORCE_CLOSE_WAIT):
+                    await self.done.wait()
+                if not self.done.is_set():
+                    self.fail(ConnectionClosingError("the connection was closed"))
 
     @property
     def open_streams(self) -> int:

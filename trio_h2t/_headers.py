@@ -1,10 +1,10 @@
 """One-pass validation of a header block (RFC 9113 §8.1.1, §8.2, §8.3), both ways.
 
-h2 validates inbound headers with a chain of seven generators, testing every byte of
-every name and value in a Python loop (python-peers.md §1.6). :func:`validate_received`
-makes the same checks in one pass, with regular expressions for the byte ranges and
-sets of names already known to be good, and raises the same exception type
-(``h2.exceptions.ProtocolError``) for exactly the same blocks;
+h2 validates inbound headers with a chain of seven generators (h2's ``utilities.py``
+``validate_headers``), testing every byte of every name and value in a Python loop.
+:func:`validate_received` makes the same checks in one pass, with regular expressions
+for the byte ranges and sets of names already known to be good, and raises the same
+exception type (``h2.exceptions.ProtocolError``) for exactly the same blocks;
 ``tests/test_headers.py`` checks that equivalence against h2's own pipeline on
 generated blocks.
 

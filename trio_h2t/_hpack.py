@@ -18,15 +18,16 @@ direction per connection; the map is cleared when full.
 An oversized header list does not desynchronise the decoder. hpack's decoder stops
 at the field that takes the list over ``max_header_list_size``, so the rest of the
 block never reaches the dynamic table and the connection has to end (RFC 9113
-§4.3). :meth:`CachingDecoder.decode` reads every block to its end instead (RFC 9113
-§10.5.1: "The header section MUST be processed to ensure a consistent connection
-state"): fields past the limit still update the dynamic table but are not kept, and
-the block then raises :class:`HeaderListTooLarge`, which ``_h2state.py`` turns into
-a stream error. Reading on is bounded: a list over ``READ_ON_FACTOR`` times the
-limit raises hpack's plain ``OversizedHeaderListError`` at once (a connection
-error, as before). Its literal decoder works on a view of the block, where hpack's
-copies the rest of the block for each literal (quadratic in a large block); for
-every block within the limit it gives exactly hpack's headers, table and errors
+§4.3). :meth:`ReadOnDecoder.decode` (and the caching decoder built on it) reads
+every block to its end instead (RFC 9113 §10.5.1: "The header section MUST be
+processed to ensure a consistent connection state"): fields past the limit still
+update the dynamic table but are not kept, and the block then raises
+:class:`HeaderListTooLarge`, which ``_h2fixes.py`` turns into a stream error.
+Reading on is bounded: a list over ``READ_ON_FACTOR`` times the limit raises
+hpack's plain ``OversizedHeaderListError`` at once (a connection error, as
+before). Its literal decoder works on a view of the block, where hpack's copies the
+rest of the block for each literal (quadratic in a large block); for every block
+within the limit it gives exactly hpack's headers, table and errors
 (``tests/test_hpack.py`` checks that on generated blocks).
 
 Owner: the connection's ``H2State`` (loopy encodes, the reader decodes).
@@ -49,6 +50,7 @@ __all__ = [
     "CachingDecoder",
     "CachingEncoder",
     "HeaderListTooLarge",
+    "ReadOnDecoder",
 ]
 
 #: Blocks remembered per direction per connection.
@@ -125,49 +127,19 @@ class CachingEncoder(Encoder):
         return block
 
 
-class CachingDecoder(Decoder):
-    """``hpack.Decoder`` whose ``decode`` returns remembered headers when it can."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.header_table: _VersionedTable = _VersionedTable()
-        self.max_allowed_table_size = self.header_table.maxsize
-        self._cache: dict[bytes, tuple[int, int, int, tuple[HeaderTuple, ...]]] = {}
+class ReadOnDecoder(Decoder):
+    """``hpack.Decoder`` that reads an oversized block to its end (module docstring):
+    the correctness layer's decoder (``_h2fixes``)."""
 
     def decode(self, data: bytes, raw: bool = False) -> Any:
-        """hpack's ``decode``, reading an oversized block to its end (module docstring).
+        """hpack's ``decode``, reading an oversized block to its end.
 
         Raises HeaderListTooLarge (the table is in step) or hpack's errors. Only
         ``raw`` decoding (h2's) takes this path; ``raw=False`` is hpack's own.
         """
         if not raw:
             return super().decode(data, raw)
-        if type(data) is not bytes:
-            data = bytes(data)
-        if len(data) > MAX_CACHED_BLOCK:
-            return self._read_block(data)
-        table = self.header_table
-        hit = self._cache.get(data)
-        if (
-            hit is not None
-            and hit[0] == table.version
-            and hit[1] == self.max_header_list_size
-            and hit[2] == self.max_allowed_table_size
-        ):
-            return list(hit[3])
-        version = table.version
-        headers = self._read_block(data)
-        if table.version == version:
-            cache = self._cache
-            if len(cache) >= CACHE_ENTRIES:
-                cache.clear()
-            cache[data] = (
-                version,
-                self.max_header_list_size,
-                self.max_allowed_table_size,
-                tuple(headers),
-            )
-        return headers
+        return self._read_block(data if type(data) is bytes else bytes(data))
 
     def _read_block(self, data: bytes) -> list[HeaderTuple]:
         """Decode the whole block: hpack's ``Decoder.decode`` loop, reading on past
@@ -241,6 +213,48 @@ class CachingDecoder(Decoder):
         if should_index:
             self.header_table.add(name, value)
         return header, at - start
+
+
+class CachingDecoder(ReadOnDecoder):
+    """:class:`ReadOnDecoder` whose ``decode`` returns remembered headers when it can
+    (the speed layer's decoder, ``_h2fast``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.header_table: _VersionedTable = _VersionedTable()
+        self.max_allowed_table_size = self.header_table.maxsize
+        self._cache: dict[bytes, tuple[int, int, int, tuple[HeaderTuple, ...]]] = {}
+
+    def decode(self, data: bytes, raw: bool = False) -> Any:
+        """:meth:`ReadOnDecoder.decode`, answered from the map when it can."""
+        if not raw:
+            return Decoder.decode(self, data, raw)
+        if type(data) is not bytes:
+            data = bytes(data)
+        if len(data) > MAX_CACHED_BLOCK:
+            return self._read_block(data)
+        table = self.header_table
+        hit = self._cache.get(data)
+        if (
+            hit is not None
+            and hit[0] == table.version
+            and hit[1] == self.max_header_list_size
+            and hit[2] == self.max_allowed_table_size
+        ):
+            return list(hit[3])
+        version = table.version
+        headers = self._read_block(data)
+        if table.version == version:
+            cache = self._cache
+            if len(cache) >= CACHE_ENTRIES:
+                cache.clear()
+            cache[data] = (
+                version,
+                self.max_header_list_size,
+                self.max_allowed_table_size,
+                tuple(headers),
+            )
+        return headers
 
 
 def _read_string(view: memoryview, at: int) -> tuple[bytes, int]:

@@ -1,10 +1,13 @@
 """Fixtures for the conformance suite: a ``trio-h2t serve`` subprocess per module.
 
 Each test module starts its own server (``python -m trio_h2t serve --port 0``) on
-127.0.0.1 with a small document root, reads the port from its ``serving on`` line,
-and stops it at teardown (SIGTERM, then SIGKILL after ``STOP_TIMEOUT``). Every test
-gets a fresh TCP connection; after each test the server must still be running (a
-peer must never be able to kill the whole server), and whatever the server wrote to
+127.0.0.1 with a small document root, twice: once as shipped, and once with h2's speed
+layer off (``trio_h2t._h2state.SPEED_LAYER = False``: the correctness layer,
+``_h2fixes.py``, alone), so every case also shows the correctness patches hold without
+the rewrites of ``_h2fast.py``. The fixture reads the port from the server's ``serving
+on`` line, and stops it at teardown (SIGTERM, then SIGKILL after ``STOP_TIMEOUT``).
+Every test gets a fresh TCP connection; after each test the server must still be running
+(a peer must never be able to kill the whole server), and whatever the server wrote to
 stderr during the test is attached to the test's report.
 """
 
@@ -91,16 +94,33 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.stdout.close()
 
 
-@pytest.fixture(scope="module")
-def h2_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """``trio-h2t serve --port 0`` on a fresh document root, for one test module."""
+#: How the server process starts, by layer: as shipped, or with the speed layer off.
+_LAUNCH = {
+    "fast": ["-m", "trio_h2t"],
+    "fixes": [
+        "-c",
+        "import runpy, trio_h2t._h2state as s, trio_h2t._h2fixes as f; "
+        "s.SPEED_LAYER = False; "
+        "assert type(s.make_h2_state(client_side=False, max_concurrent_streams=1, "
+        "initial_window_size=1, max_header_list_size=1)) is f.FixedConnection; "
+        "runpy.run_module('trio_h2t', run_name='__main__')",
+    ],
+}
+
+
+@pytest.fixture(scope="module", params=sorted(_LAUNCH))
+def h2_server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    """``trio-h2t serve --port 0`` on a fresh document root, for one test module
+    and one h2 layer set (``fast``: both layers; ``fixes``: correctness only)."""
     root = tmp_path_factory.mktemp("conformance-root")
     (root / "index.html").write_bytes(INDEX_BODY)
     (root / "large.bin").write_bytes(LARGE_BODY)
     log = root.parent / f"{root.name}-stderr.log"
     with log.open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "trio_h2t", "serve", "--port", "0", "--root", str(root)],
+            [sys.executable, *_LAUNCH[request.param], "serve", "--port", "0", "--root", str(root)],
             stdout=subprocess.PIPE,
             stderr=err,
             preexec_fn=_die_with_parent,

@@ -1,0 +1,303 @@
+"""The speed layer: cheaper versions of h2 code paths, with the same behaviour.
+
+``_h2fixes.py`` says *what* our h2 does; this module only makes it cheaper. Each
+override here names the h2 (or correctness-layer) function it replaces, and must
+give the same events, state transitions, frames and errors: ``tests/test_h2state.py``
+compares the rewrites with h2 byte for byte and event for event,
+``tests/test_h2_layers.py`` runs every correctness patch with and without this
+layer, and ``tests/conformance`` runs against a server with it switched off
+(``make_h2_state(speed_layer=False)``).
+
+1. **The header paths are h2's most expensive per-stream code.** Received blocks
+   are validated in one pass (``_headers.validate_received``, the same verdicts as
+   the chain of generators in h2's ``utilities.py`` ``validate_headers``, whose
+   comment calls it "somewhat expensive"), and sent blocks are framed straight into
+   h2's buffer (``send_headers``) instead of through hyperframe objects, with h2's
+   state transitions unchanged. HPACK remembers whole blocks that leave its table as
+   it was (``_hpack``).
+2. **One object per stream, not three.** ``FastStream`` is also its own state
+   machine and inbound window manager, and is built directly by
+   ``_begin_new_stream`` (fewer objects for the cyclic collector at high
+   concurrency).
+3. **Closed streams in an array.** How closed streams ended is kept in an array of
+   at most 1 MiB that grows with the stream ids (``_ClosedStreams``) instead of
+   h2's dict of the last 65,536, which reaches 7.9 MB per connection
+   (``tests/test_h2state.py::test_closed_stream_record_is_bounded_and_small``).
+4. **No per-frame logging.** h2's ``_receive_frame`` trace-logs an eager
+   ``repr(frame)`` per frame and ``_begin_new_stream`` three debug lines per stream,
+   even with logging off.
+
+Owner: as ``_h2fixes.FixedConnection``.
+"""
+
+from __future__ import annotations
+
+import array
+import struct
+from typing import Any
+
+import h2.config
+import h2.events
+import h2.stream
+import h2.windows
+from h2.connection import AllowedStreamIDs, ConnectionInputs
+from h2.exceptions import ProtocolError, StreamIDTooLowError
+from h2.stream import StreamInputs
+from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
+
+from ._h2fixes import FixedConnection, FixedStream, _Malformed
+from ._headers import validate_received
+from ._hpack import CachingDecoder, CachingEncoder
+
+__all__ = ["FastConnection", "FastStream"]
+
+_HEADERS = 0x1
+_CONTINUATION = 0x9
+_END_STREAM = 0x1
+_END_HEADERS = 0x4
+# A frame header: 24-bit length (as 16 + 8 bits), type, flags, stream id (RFC 9113 §4.1).
+_FRAME_HEADER = struct.Struct(">HBBBL")
+
+
+class FastStream(  # type: ignore[misc]  # stream_reset: see below
+    FixedStream, h2.stream.H2StreamStateMachine, h2.windows.WindowManager
+):
+    """``FixedStream`` as one object, validating received blocks in one pass.
+
+    h2's ``H2Stream.__init__`` builds an ``H2StreamStateMachine`` and a
+    ``WindowManager`` per stream; here the stream is both (``state_machine`` and
+    ``_inbound_window_manager`` return ``self``), so each stream side costs two
+    GC-tracked objects fewer. The three classes share one attribute, ``stream_id``
+    (always the same value), and one method name, ``stream_reset``, which the state
+    machine only ever calls through its transition table (as a plain function), so
+    h2's own code runs unchanged on the merged object
+    (``tests/test_h2state.py::test_merged_stream_object_behaves_as_h2s_three``).
+    """
+
+    def __init__(
+        self,
+        stream_id: int,
+        config: h2.config.H2Configuration,
+        inbound_window_size: int,
+        outbound_window_size: int,
+    ) -> None:
+        # h2.stream.H2Stream.__init__, minus building the two helper objects.
+        h2.stream.H2StreamStateMachine.__init__(self, stream_id)
+        h2.windows.WindowManager.__init__(self, inbound_window_size)
+        self.max_outbound_frame_size: int | None = None
+        self.request_method: bytes | None = None
+        self.outbound_flow_control_window = outbound_window_size
+        self._expected_content_length: int | None = None
+        self._actual_content_length = 0
+        self._authority: bytes | None = None
+        self.config = config
+
+    @property
+    def state_machine(self) -> FastStream:  # type: ignore[override]
+        return self
+
+    @property
+    def _inbound_window_manager(self) -> FastStream:  # type: ignore[override]
+        return self
+
+    def _validated(self, headers: Any, events: list[Any], header_encoding: Any) -> Any:
+        # FixedStream's (h2's ``_process_received_headers`` pipeline) in one pass:
+        # same verdicts, in cost only different. A configuration we do not use
+        # (decoded ``str`` headers, inbound normalisation or no validation) takes
+        # h2's own path.
+        config = self.config
+        if (
+            header_encoding
+            or config.normalize_inbound_headers
+            or not config.validate_inbound_headers
+        ):
+            return super()._validated(headers, events, header_encoding)
+        kind = type(events[0])
+        try:
+            validate_received(
+                headers,
+                response=kind is h2.events.ResponseReceived
+                or kind is h2.events.InformationalResponseReceived,
+                trailer=kind is h2.events.TrailersReceived,
+            )
+        except ProtocolError as exc:
+            self.process_input(StreamInputs.SEND_RST_STREAM)
+            raise _Malformed(self.stream_id) from exc
+        return headers
+
+
+#: ``_ClosedStreams`` codes: 0 = not recorded, else ``StreamClosedBy`` value + 1.
+_CLOSED_BY: tuple[h2.stream.StreamClosedBy | None, ...] = (
+    None,
+    *sorted(h2.stream.StreamClosedBy, key=lambda member: member.value),
+)
+
+
+class _ClosedStreams:
+    """How recent streams closed: the part of a dict h2 uses for ``_closed_streams``.
+
+    h2 keeps an ``OrderedDict`` of the last 65,536 closed streams to answer late
+    frames on them (ignore-and-reset after a reset, connection error after
+    END_STREAM): 7.9 MB per connection side once full (tracemalloc). This is one
+    ``array`` of 8-byte slots, slot ``stream_id % len`` holding ``stream_id << 3 |
+    code``. It starts at 64 slots and doubles while stream ids outgrow it, up to
+    2**17 (1 MiB), so a connection that opened n streams holds at most about 32 n
+    bytes. Once full, a stream is remembered until a stream id 2**17 higher
+    reuses its slot (about the last 65,536 streams of each parity); it is never
+    confused with another (the slot keeps the whole id). Sequential ids write
+    sequential slots. Owner: as ``FixedConnection``.
+    """
+
+    __slots__ = ("_mask", "_slots")
+    _MAX_SLOTS = 1 << 17
+
+    def __init__(self) -> None:
+        self._slots = array.array("Q", [0]) * 64
+        self._mask = 63
+
+    def __setitem__(self, stream_id: int, closed_by: h2.stream.StreamClosedBy | None) -> None:
+        if stream_id > self._mask and len(self._slots) < self._MAX_SLOTS:
+            self._grow(stream_id)
+        code = 0 if closed_by is None else closed_by.value + 1
+        self._slots[stream_id & self._mask] = stream_id << 3 | code
+
+    def _grow(self, stream_id: int) -> None:
+        size = len(self._slots)
+        while size <= stream_id and size < self._MAX_SLOTS:
+            size *= 2
+        slots = array.array("Q", [0]) * size
+        mask = size - 1
+        for value in self._slots:
+            if value:  # two ids apart by a multiple of the new size shared an old slot
+                slots[(value >> 3) & mask] = value
+        self._slots, self._mask = slots, mask
+
+    def _code(self, stream_id: int) -> int:
+        value = self._slots[stream_id & self._mask]
+        return value & 7 if value >> 3 == stream_id else 0
+
+    def __contains__(self, stream_id: object) -> bool:
+        return isinstance(stream_id, int) and self._code(stream_id) != 0
+
+    def __getitem__(self, stream_id: int) -> h2.stream.StreamClosedBy | None:
+        code = self._code(stream_id)
+        if not code:
+            raise KeyError(stream_id)
+        return _CLOSED_BY[code]
+
+
+class FastConnection(FixedConnection):
+    """``FixedConnection`` with the speed rewrites 1-4 (module docstring)."""
+
+    _trace_frames = False
+    _stream_class = FastStream
+
+    def __init__(self, config: h2.config.H2Configuration) -> None:
+        super().__init__(config)
+        # Nothing is encoded or decoded yet: swap in the block-remembering HPACK pair.
+        self.encoder = CachingEncoder()
+        self.decoder = CachingDecoder()
+        self.decoder.max_header_list_size = self.DEFAULT_MAX_HEADER_LIST_SIZE
+        self._closed_streams = _ClosedStreams()  # type: ignore[assignment]
+
+    def _begin_new_stream(self, stream_id: int, allowed_ids: Any) -> Any:
+        # h2's ``_begin_new_stream``, building ``FastStream`` directly (the
+        # correctness layer's ``__class__`` assignment after the fact would
+        # materialise every stream's attribute dict: one more GC-tracked object per
+        # stream), without its three debug logs.
+        outbound = self._stream_id_is_outbound(stream_id)
+        highest = self.highest_outbound_stream_id if outbound else self.highest_inbound_stream_id
+        if stream_id <= highest:
+            raise StreamIDTooLowError(stream_id, highest)
+        if (stream_id % 2) != int(allowed_ids):
+            raise ProtocolError("Invalid stream ID for peer.")
+        stream = FastStream(
+            stream_id,
+            config=self.config,
+            inbound_window_size=self.local_settings.initial_window_size,
+            outbound_window_size=self.remote_settings.initial_window_size,
+        )
+        stream.max_outbound_frame_size = self.max_outbound_frame_size
+        self.streams[stream_id] = stream
+        if outbound:
+            self.highest_outbound_stream_id = stream_id
+        else:
+            self.highest_inbound_stream_id = stream_id
+        return stream
+
+    def send_headers(
+        self,
+        stream_id: int,
+        headers: Any,
+        end_stream: bool = False,
+        priority_weight: int | None = None,
+        priority_depends_on: int | None = None,
+        priority_exclusive: bool | None = None,
+    ) -> None:
+        """``FixedConnection.send_headers`` (h2's and ``FixedStream.send_headers``),
+        framed without hyperframe objects.
+
+        Same checks, state transitions and HPACK encoding (the stream state machine,
+        trailers needing END_STREAM, informational responses, the stream's authority
+        and request method, a forgotten stream being closed), then the block is
+        written straight into h2's outbound buffer as one HEADERS frame and as many
+        CONTINUATION frames as the peer's SETTINGS_MAX_FRAME_SIZE needs. ``headers``
+        must be bytes pairs (we switched h2's outbound normalisation and validation
+        off). Priority information takes h2's own path.
+        """
+        if (
+            priority_weight is not None
+            or priority_depends_on is not None
+            or (priority_exclusive is not None)
+        ):
+            super().send_headers(
+                stream_id,
+                headers,
+                end_stream,
+                priority_weight,
+                priority_depends_on,
+                priority_exclusive,
+            )
+            return
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            self._check_not_forgotten(stream_id)
+        self.state_machine.process_input(ConnectionInputs.SEND_HEADERS)
+        if stream is None:
+            stream = self._begin_new_stream(stream_id, AllowedStreamIDs(self.config.client_side))
+        machine = stream.state_machine
+        if not machine.client and is_informational_response(headers):
+            if end_stream:
+                raise ProtocolError("Cannot set END_STREAM on informational responses.")
+            machine.process_input(StreamInputs.SEND_INFORMATIONAL_HEADERS)
+        else:
+            machine.process_input(StreamInputs.SEND_HEADERS)
+        block = self.encoder.encode(headers)
+        flags = 0
+        if end_stream:
+            machine.process_input(StreamInputs.SEND_END_STREAM)
+            flags = _END_STREAM
+        if machine.trailers_sent and not end_stream:
+            raise ProtocolError("Trailers must have END_STREAM set.")
+        if machine.client and stream._authority is None:
+            stream._authority = authority_from_headers(headers)
+        method = extract_method_header(headers)
+        if method is not None:  # as FixedStream.send_headers: trailers keep the method
+            stream.request_method = method
+
+        out = self._data_to_send
+        size = len(block)
+        limit = self.max_outbound_frame_size
+        if size <= limit:
+            flags |= _END_HEADERS
+            out += _FRAME_HEADER.pack(size >> 8, size & 0xFF, _HEADERS, flags, stream_id)
+            out += block
+            return
+        out += _FRAME_HEADER.pack(limit >> 8, limit & 0xFF, _HEADERS, flags, stream_id)
+        out += block[:limit]
+        for start in range(limit, size, limit):
+            chunk = block[start : start + limit]
+            n = len(chunk)
+            last = _END_HEADERS if start + limit >= size else 0
+            out += _FRAME_HEADER.pack(n >> 8, n & 0xFF, _CONTINUATION, last, stream_id)
+            out += chunk

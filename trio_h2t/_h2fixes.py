@@ -1,0 +1,604 @@
+"""The correctness layer: h2's connection and stream, with what a transport must change.
+
+h2 is the protocol core (HPACK, frame parsing, stream states, flow-control windows
+and their overrun checks). This module changes only what h2 gets wrong for a
+multiplexed, long-lived transport, or what RFC 9113 says differently; every
+override below names the h2 function it replaces (h2's ``connection.py``,
+``stream.py``, ``frame_buffer.py``) and why ours differs. Nothing here is about
+speed: ``_h2fast.py`` is the speed layer on top of this one, and with it switched
+off (``make_h2_state(speed_layer=False)``) trio_h2t behaves the same on the wire
+(``tests/test_h2_layers.py`` runs every patch on both layers and on plain h2, and
+``tests/conformance`` runs against a server with the speed layer off too).
+
+The patches, by kind (section markers in the code below use the same numbers):
+
+1. **GOAWAY stays ours.** h2 issue #1181: on a received GOAWAY h2 moves to CLOSED,
+   clears its outbound buffer and makes every later frame on in-flight streams a
+   protocol error. ``FixedConnection`` reports a :class:`GoAwayReceived` event and
+   stays OPEN; trio_h2t tracks "GOAWAY sent/received, last stream id" itself and
+   frames outgoing GOAWAYs with :func:`goaway_frame`, never ``close_connection``.
+2. **Stream limits are ours.** h2 counts open streams (``_open_streams``) and raises
+   the connection-killing TooManyStreamsError past SETTINGS_MAX_CONCURRENT_STREAMS
+   (hypercorn issue #335). trio_h2t enforces the limits itself (clients wait for
+   stream quota; servers refuse the excess with REFUSED_STREAM), so both counts
+   report 0 to h2 and closed streams are forgotten by ``prune_closed_streams``,
+   which h2 did only while counting.
+3. **Events survive a protocol error.** h2's ``receive_data`` discards the events of
+   the frames it processed before the bad one; ours keeps them in
+   ``events_before_error`` and can stop after ``max_frames`` frames.
+4. **RFC details h2 misses** (found by ``tests/conformance``): the preface must start
+   with SETTINGS (§3.4); HPACK failures are COMPRESSION_ERROR (§4.3); DATA after the
+   peer's END_STREAM is a connection error STREAM_CLOSED (§5.1); frames the peer had
+   in flight on a stream we reset are ignored, not answered with another RST_STREAM
+   each (§5.1); SETTINGS ACK with a payload is FRAME_SIZE_ERROR (§6.5); the
+   WINDOW_UPDATE reserved bit is ignored (§6.9); a frame longer than our
+   SETTINGS_MAX_FRAME_SIZE is refused from its 9-byte header, before its payload is
+   buffered (§4.2); on a client, a server whose first 9 bytes are not a SETTINGS frame
+   header (an HTTP/1.1 response, an SSH banner) is refused at once, quoting them
+   (§3.4). (A PUSH_PROMISE from a client, §8.4, needs no patch: h2's
+   ``_receive_push_promise_frame`` refuses it before decoding, since a server's
+   SETTINGS_ENABLE_PUSH is 0.)
+5. **A malformed message is a stream error** (§8.1.1): h2 raises a
+   connection-killing ProtocolError when header validation fails, and
+   InvalidBodyLengthError when a body overruns (or, at END_STREAM, falls short of)
+   its content-length; ``FixedStream`` closes just that stream and the connection
+   answers RST_STREAM(PROTOCOL_ERROR). The same holds for a body on a response to
+   HEAD or on a 204/304 response (RFC 9110 §6.4.1, §9.3.2), and for a message ended
+   by HEADERS or trailers short of its content-length. A header list over our
+   SETTINGS_MAX_HEADER_LIST_SIZE is a stream error too: our decoder
+   (``_hpack.ReadOnDecoder``) reads the whole block, keeping the dynamic table in
+   step without keeping the fields past the limit, and ``_header_list_too_large``
+   answers a request with 431 (RFC 9113 §10.5.1) and resets any other block's
+   stream with ENHANCE_YOUR_CALM; a list over ``_hpack.READ_ON_FACTOR`` times the
+   limit stays h2's connection error. A client accepts at most
+   :data:`MAX_INFORMATIONAL` 1xx responses per stream (h2 allows any number, and
+   each is kept for the application); one more resets the stream.
+
+Owner: the connection's tasks, each using it only between awaits. The reader calls
+``receive_data``; loopy makes every outbound call and is the only caller of
+``data_to_send``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.stream
+from h2.connection import AllowedStreamIDs, ConnectionInputs
+from h2.errors import ErrorCodes
+from h2.exceptions import (
+    DenialOfServiceError,
+    FrameDataMissingError,
+    FrameTooLargeError,
+    InvalidBodyLengthError,
+    ProtocolError,
+    StreamClosedError,
+    StreamIDTooLowError,
+)
+from h2.frame_buffer import FrameBuffer
+from h2.stream import StreamClosedBy, StreamInputs, StreamState
+from h2.utilities import is_informational_response
+from hpack.exceptions import HPACKError
+from hyperframe.exceptions import InvalidPaddingError
+from hyperframe.frame import DataFrame, GoAwayFrame, RstStreamFrame, SettingsFrame
+
+from ._hpack import HeaderListTooLarge, ReadOnDecoder
+
+__all__ = [
+    "HEADER_LIST_TOO_LARGE_RESPONSE",
+    "MAX_INFORMATIONAL",
+    "FixedConnection",
+    "FixedFrameBuffer",
+    "FixedStream",
+    "GoAwayReceived",
+    "goaway_frame",
+]
+
+
+class GoAwayReceived(h2.events.Event):
+    """The peer sent GOAWAY. h2 stays OPEN; trio_h2t decides what it means."""
+
+    def __init__(self, error_code: int, last_stream_id: int, debug_data: bytes) -> None:
+        self.error_code = error_code
+        self.last_stream_id = last_stream_id
+        self.debug_data = debug_data
+
+    def __repr__(self) -> str:
+        return (
+            f"<GoAwayReceived error_code:{self.error_code!r}, "
+            f"last_stream_id:{self.last_stream_id}, debug_data:{self.debug_data!r}>"
+        )
+
+
+def goaway_frame(last_stream_id: int, error_code: int, debug_data: bytes = b"") -> bytes:
+    """Serialise a GOAWAY frame without telling h2 (so h2 stays OPEN; patch 1)."""
+    frame = GoAwayFrame(0)
+    frame.last_stream_id = last_stream_id
+    frame.error_code = error_code
+    frame.additional_data = debug_data
+    return bytes(frame.serialize())
+
+
+#: What h2's ``H2Connection._receive_headers_frame`` catches from hpack as a decoding failure.
+_HPACK_FAILURES = (HPACKError, IndexError, TypeError, UnicodeDecodeError)
+
+_SETTINGS = 0x4
+_WINDOW_UPDATE = 0x8
+
+
+class FixedFrameBuffer(FrameBuffer):
+    """h2's ``frame_buffer.py`` ``FrameBuffer``, with RFC 9113 rules it and hyperframe
+    get wrong or late (patch 4), all decided from the raw 9-byte frame header before
+    h2 parses the frame.
+
+    - §6.9: the reserved bit of a WINDOW_UPDATE increment MUST be ignored;
+      hyperframe's ``WindowUpdateFrame.parse_body`` range-checks the increment with
+      the bit still set. We clear the bit.
+    - §6.5: a SETTINGS frame with ACK and a payload is a FRAME_SIZE_ERROR;
+      hyperframe's complaint becomes h2's PROTOCOL_ERROR.
+    - §4.2: a frame longer than our SETTINGS_MAX_FRAME_SIZE is a FRAME_SIZE_ERROR as
+      soon as its header is here; ``FrameBuffer.__next__`` checks only once the
+      whole payload (up to 16 MiB) is buffered.
+    - §3.4 (client side): the server's preface must begin with a SETTINGS frame
+      header (type 0x4, stream 0, no ACK); anything else (an HTTP/1.1 response, an
+      SSH banner) is refused from its first 9 bytes, quoting them, instead of
+      waiting for a "frame" of millions of bytes that never completes.
+    """
+
+    def __init__(self, server: bool = False) -> None:
+        super().__init__(server=server)
+        self._first_checked = server  # owner: reader: the server's preface was checked
+
+    def __next__(self) -> Any:
+        data = self._data
+        if len(data) >= 9:
+            length = int.from_bytes(data[0:3], "big")
+            kind = data[3]
+            if not self._first_checked:
+                if kind != _SETTINGS or data[4] & 0x1 or int.from_bytes(data[5:9], "big"):
+                    raise ProtocolError(
+                        f"the server did not answer with HTTP/2: {bytes(data[:64])!r}"
+                    )
+                self._first_checked = True
+            if length > self.max_frame_size:
+                raise FrameTooLargeError(
+                    f"frame of {length} bytes, over our SETTINGS_MAX_FRAME_SIZE "
+                    f"{self.max_frame_size}"
+                )
+            if kind == _WINDOW_UPDATE and length == 4 and len(data) >= 13:
+                data[9] &= 0x7F
+            elif kind == _SETTINGS and data[4] & 0x1 and length:
+                raise FrameDataMissingError("SETTINGS with ACK must have no payload")
+        return super().__next__()
+
+
+def _bodiless_status(headers: Any) -> bool:
+    for name, value in headers:
+        if name == b":status":
+            return value in (b"204", b"304")
+    return False
+
+
+class _Malformed(Exception):
+    """A header block failed validation: a stream error, not a connection error."""
+
+    def __init__(self, stream_id: int, error_code: int = ErrorCodes.PROTOCOL_ERROR) -> None:
+        super().__init__(stream_id)
+        self.stream_id = stream_id
+        self.error_code = error_code
+
+
+#: Informational (1xx) responses a client accepts per stream; one more resets the
+#: stream with ENHANCE_YOUR_CALM. h2 allows any number, and each is kept for the
+#: application (``H2Stream.informational``): memory must stay bounded.
+MAX_INFORMATIONAL = 32
+
+#: A server's answer to a request whose header list is over our
+#: SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §10.5.1; RFC 6585 §5): no body, so it
+#: needs no flow-control window.
+HEADER_LIST_TOO_LARGE_RESPONSE = ((b":status", b"431"), (b"content-length", b"0"))
+
+
+class FixedStream(h2.stream.H2Stream):
+    """h2's ``stream.py`` ``H2Stream``, with a malformed message made a *stream* error.
+
+    RFC 9113 §8.1.1: malformed requests and responses MUST be treated as a stream
+    error PROTOCOL_ERROR; h2 raises a ProtocolError that kills the whole connection.
+    The header block is already HPACK-decoded when validation runs, so the
+    connection's compression state is intact: close just this stream (as if we had
+    sent RST_STREAM) and raise ``_Malformed``, which ``FixedConnection`` answers with
+    RST_STREAM(PROTOCOL_ERROR) (patch 5).
+
+    h2's own ``FixedConnection._begin_new_stream`` builds an ``H2Stream`` and turns it
+    into this class; the speed layer's ``FastStream`` subclasses it.
+    """
+
+    #: 1xx blocks received, bounded by MAX_INFORMATIONAL (a class default: h2's
+    #: ``__init__`` builds the stream, ``receive_headers`` counts on the instance).
+    informational_received = 0
+
+    def receive_headers(
+        self, headers: Any, end_stream: bool, header_encoding: Any
+    ) -> tuple[list[Any], list[Any]]:
+        """h2's ``H2Stream.receive_headers``, with three differences (patch 5).
+
+        - Trailers leave the content-length alone: h2 calls
+          ``_initialize_content_length`` on them too, reading them as a new message
+          head and forgetting the length the body must match.
+        - A 204 or 304 response has no content, whatever its content-length says
+          (RFC 9110 §6.4.1; a 304's describes the selected representation).
+        - A message ended by HEADERS or trailers short of its content-length is
+          malformed (§8.1.1); h2 checks the length only on DATA.
+
+        A failed validation (``_validated``) closes just this stream.
+        """
+        machine = self.state_machine
+        if is_informational_response(headers):
+            if end_stream:
+                raise ProtocolError("Cannot set END_STREAM on informational responses")
+            events = machine.process_input(StreamInputs.RECV_INFORMATIONAL_HEADERS)
+            self.informational_received += 1
+            if self.informational_received > MAX_INFORMATIONAL:
+                machine.process_input(StreamInputs.SEND_RST_STREAM)
+                raise _Malformed(self.stream_id, ErrorCodes.ENHANCE_YOUR_CALM)
+        else:
+            events = machine.process_input(StreamInputs.RECV_HEADERS)
+        event: Any = events[0]  # one of the four header events
+        if end_stream:
+            ended = machine.process_input(StreamInputs.RECV_END_STREAM)
+            event.stream_ended = ended[0]
+            events += ended
+        kind = type(event)
+        trailer = kind is h2.events.TrailersReceived
+        if trailer and not end_stream:
+            raise ProtocolError("Trailers must have END_STREAM set")
+        if not trailer:
+            self._initialize_content_length(headers)
+            if kind is h2.events.ResponseReceived and _bodiless_status(headers):
+                self._expected_content_length = 0
+        expected = self._expected_content_length
+        if end_stream and expected is not None and expected != self._actual_content_length:
+            machine.process_input(StreamInputs.SEND_RST_STREAM)
+            raise _Malformed(self.stream_id)
+        event.headers = self._validated(headers, events, header_encoding)
+        return [], events
+
+    def _validated(self, headers: Any, events: list[Any], header_encoding: Any) -> Any:
+        """The received block after h2's validation pipeline (``_process_received_headers``).
+
+        The speed layer replaces this step with a one-pass check of the same verdicts.
+        """
+        flags = self._build_hdr_validation_flags(events)
+        return self._process_received_headers(headers, flags, header_encoding)
+
+    def _process_received_headers(self, *args: Any) -> Any:
+        # h2's, with a validation failure closing just this stream. Also h2's path for
+        # PUSH_PROMISE blocks (never accepted: ENABLE_PUSH is 0).
+        try:
+            return super()._process_received_headers(*args)
+        except ProtocolError as exc:
+            self.state_machine.process_input(StreamInputs.SEND_RST_STREAM)
+            raise _Malformed(self.stream_id) from exc
+
+    def _initialize_content_length(self, headers: Any) -> None:
+        # h2's, with an invalid content-length closing just this stream (§8.1.1).
+        try:
+            super()._initialize_content_length(headers)
+        except ProtocolError as exc:
+            self.state_machine.process_input(StreamInputs.SEND_RST_STREAM)
+            raise _Malformed(self.stream_id) from exc
+
+    def send_headers(self, headers: Any, encoder: Any, end_stream: bool = False) -> Any:
+        # h2's, except that trailers keep the request method: h2 sets
+        # ``request_method`` from every block sent, so a client's request trailers
+        # (no :method) would forget HEAD and accept a body on its response.
+        method = self.request_method
+        frames = super().send_headers(headers, encoder, end_stream)
+        if self.request_method is None:
+            self.request_method = method
+        return frames
+
+
+class FixedConnection(h2.connection.H2Connection):
+    """h2's ``connection.py`` ``H2Connection``, with patches 1-5 (module docstring).
+
+    Every method the transport calls is defined here or by h2; the speed layer
+    (``_h2fast.FastConnection``) only makes some of them cheaper.
+    """
+
+    #: h2's ``_receive_frame`` trace-logs every frame (an eager ``repr(frame)``);
+    #: kept here, switched off by the speed layer.
+    _trace_frames = True
+    #: The class our streams get (``_begin_new_stream``).
+    _stream_class: type[FixedStream] = FixedStream
+
+    def __init__(self, config: h2.config.H2Configuration) -> None:
+        super().__init__(config=config)
+        self.incoming_buffer = FixedFrameBuffer(server=not config.client_side)
+        self.events_before_error: list[h2.events.Event] = []  # owner: reader
+        self._prune_at = 64  # owner: as the class
+        self._preface_checked = False  # owner: reader: the peer's first frame was SETTINGS
+        #: True when ``receive_data`` stopped at ``max_frames``: more may be buffered.
+        self.input_pending = False  # owner: reader
+        self._primed = b""  # owner: reader: bytes read before h2 (``prime``), read first
+        # Reads an oversized header block to its end (patch 5); the speed layer
+        # replaces it with a caching one.
+        self.decoder = ReadOnDecoder()
+        self.decoder.max_header_list_size = self.DEFAULT_MAX_HEADER_LIST_SIZE
+
+    def prime(self, data: bytes) -> None:
+        """Bytes a server read before h2 saw the connection (``_sniff``): the next
+        ``receive_data`` reads them first (``input_pending`` tells the reader to call
+        it without reading the transport). Call before the reader starts."""
+        self._primed = data
+        self.input_pending = bool(data)
+
+    # -- 1. GOAWAY stays ours --------------------------------------------------------
+
+    def _receive_goaway_frame(self, frame: GoAwayFrame) -> tuple[list[Any], list[Any]]:
+        # h2's ``_receive_goaway_frame`` feeds RECV_GOAWAY to the connection state
+        # machine (CLOSED) and clears the outbound buffer; ours only reports it.
+        return [], [
+            GoAwayReceived(frame.error_code, frame.last_stream_id, frame.additional_data or b"")
+        ]
+
+    # -- 2. stream limits are ours ---------------------------------------------------
+
+    @property
+    def open_outbound_streams(self) -> int:
+        """Always 0: trio_h2t enforces the peer's limit itself (stream quota)."""
+        return 0
+
+    @property
+    def open_inbound_streams(self) -> int:
+        """Always 0: trio_h2t enforces our limit itself (REFUSED_STREAM)."""
+        return 0
+
+    def prune_closed_streams(self, stream_id: int = 0) -> None:
+        """Forget closed streams, in amortised O(1) per stream.
+
+        h2 prunes ``self.streams`` only while counting open streams
+        (``_open_streams``), which we no longer do. ``stream_id``, a stream the
+        transport just closed, is forgotten at once if h2 has closed it too (its
+        objects are freed now, not at the next scan); the rest are found by a scan
+        (h2's own ``_open_streams``) once the dict has doubled since the last one, so
+        the cost per stream stays constant. Either way h2 remembers how each stream
+        closed (``_closed_streams``), to answer late frames as it would.
+        """
+        stream = self.streams.get(stream_id)
+        if stream is not None and stream.closed:
+            del self.streams[stream_id]
+            self._closed_streams[stream_id] = stream.closed_by
+        if len(self.streams) >= self._prune_at:
+            remaining = self._open_streams(0) + self._open_streams(1)
+            self._prune_at = max(64, 2 * remaining)
+
+    def send_headers(
+        self,
+        stream_id: int,
+        headers: Any,
+        end_stream: bool = False,
+        priority_weight: int | None = None,
+        priority_depends_on: int | None = None,
+        priority_exclusive: bool | None = None,
+    ) -> None:
+        """h2's ``send_headers``; a stream forgotten by ``prune_closed_streams`` is closed.
+
+        h2 would try to open it again and raise StreamIDTooLowError; its other calls
+        say StreamClosedError for such a stream (``_get_stream_by_id``).
+        """
+        self._check_not_forgotten(stream_id)
+        super().send_headers(
+            stream_id, headers, end_stream, priority_weight, priority_depends_on, priority_exclusive
+        )
+
+    def _check_not_forgotten(self, stream_id: int) -> None:
+        if stream_id in self.streams:
+            return
+        outbound = self._stream_id_is_outbound(stream_id)
+        highest = self.highest_outbound_stream_id if outbound else self.highest_inbound_stream_id
+        if stream_id <= highest:
+            raise StreamClosedError(stream_id)
+
+    def _begin_new_stream(self, stream_id: int, allowed_ids: Any) -> Any:
+        # h2's, with the stream turned into our class (patch 5).
+        stream = super()._begin_new_stream(stream_id, allowed_ids)
+        stream.__class__ = self._stream_class
+        return stream
+
+    # -- 3. events survive a protocol error; 4. RFC details h2 misses ---------------
+
+    def receive_data(self, data: Any, max_frames: int = 0) -> list[h2.events.Event]:
+        """h2's ``receive_data``, frame by frame, keeping events seen before an error.
+
+        With ``max_frames`` > 0, stop after that many frames and leave the rest in
+        the frame buffer; ``input_pending`` then says more may be ready, and a call
+        with ``b""`` continues. (The reader uses this to hand work to the other tasks
+        between slices of a large read, instead of parsing a whole batch first.)
+
+        Also enforces what h2 does not: the peer's preface must start with SETTINGS
+        (RFC 9113 §3.4), and an HPACK decoding failure is a COMPRESSION_ERROR
+        (§4.3), not h2's PROTOCOL_ERROR.
+        """
+        events: list[h2.events.Event] = []
+        self.events_before_error = events
+        self.input_pending = False
+        if self._primed:
+            self.incoming_buffer.add_data(self._primed)
+            self._primed = b""
+        if data:
+            self.incoming_buffer.add_data(data)
+        self.incoming_buffer.max_frame_size = self.max_inbound_frame_size
+        count = 0
+        try:
+            for frame in self.incoming_buffer:
+                if not self._preface_checked:
+                    if not isinstance(frame, SettingsFrame) or "ACK" in frame.flags:
+                        raise ProtocolError("the peer's preface must start with SETTINGS")
+                    self._preface_checked = True
+                events.extend(self._receive_frame(frame))
+                count += 1
+                if count == max_frames:
+                    self.input_pending = True
+                    break
+        except InvalidPaddingError as e:
+            self._terminate_connection(ErrorCodes.PROTOCOL_ERROR)
+            raise ProtocolError("Received frame with invalid padding.") from e
+        except ProtocolError as e:
+            # A header list over READ_ON_FACTOR times our limit (h2's
+            # DenialOfServiceError) stays a connection error: the decoder stopped
+            # mid-block, so its dynamic table is out of step (module docstring,
+            # patch 5).
+            if type(e) is ProtocolError and isinstance(e.__cause__, _HPACK_FAILURES):
+                e.error_code = ErrorCodes.COMPRESSION_ERROR  # RFC 9113 §4.3
+            self._terminate_connection(e.error_code)
+            raise
+        self.events_before_error = []
+        return events
+
+    def _receive_frame(self, frame: Any) -> list[h2.events.Event]:
+        # h2's ``_receive_frame``, ignoring frames on a stream *we* reset: RFC 9113
+        # §5.1 says an endpoint MUST ignore them (h2 answers each with another
+        # RST_STREAM). After the peer's RST_STREAM a frame is still a stream error
+        # STREAM_CLOSED (h2's answer), and after END_STREAM a connection error.
+        if self._trace_frames:
+            self.config.logger.trace("Received frame: %s", repr(frame))
+        events: list[h2.events.Event]
+        try:
+            frames, events = self._frame_dispatch_table[frame.__class__](frame)
+        except StreamClosedError as e:
+            # e._events holds the StreamReset of a reset this very frame caused
+            # (h2's reset_stream_on_error, which also marks the stream as closed by
+            # SEND_RST_STREAM): that RST_STREAM must go out. Without one, the frame
+            # arrived on a stream already closed.
+            closed_by = self._stream_closed_by(e.stream_id)
+            if closed_by is StreamClosedBy.SEND_RST_STREAM and not e._events:
+                events = []
+            elif closed_by in (StreamClosedBy.SEND_RST_STREAM, StreamClosedBy.RECV_RST_STREAM):
+                rst = RstStreamFrame(e.stream_id)
+                rst.error_code = e.error_code
+                self._prepare_for_sending([rst])
+                events = e._events
+            else:
+                raise
+        except StreamIDTooLowError as e:
+            closed_by = self._stream_closed_by(e.stream_id)
+            if closed_by is StreamClosedBy.SEND_RST_STREAM:
+                events = []
+            elif closed_by is StreamClosedBy.RECV_RST_STREAM:
+                rst = RstStreamFrame(e.stream_id)
+                rst.error_code = ErrorCodes.STREAM_CLOSED
+                self._prepare_for_sending([rst])
+                events = []
+            elif self._stream_is_closed_by_end(e.stream_id):
+                raise StreamClosedError(e.stream_id) from e
+            else:
+                raise
+        else:
+            if frames:
+                self._prepare_for_sending(frames)
+        return events
+
+    def _handle_data_on_closed_stream(
+        self, events: list[Any], exc: StreamClosedError, frame: DataFrame
+    ) -> tuple[list[Any], list[Any]]:
+        # RFC 9113 §5.1 (closed): frames after the peer's END_STREAM are a connection
+        # error STREAM_CLOSED (h2's ``_handle_data_on_closed_stream`` answers every
+        # case with RST_STREAM); after the peer's RST_STREAM, a stream error (h2's
+        # answer); after ours, ignored (only the connection window is credited).
+        if self._stream_is_closed_by_end(frame.stream_id):
+            raise StreamClosedError(frame.stream_id)
+        frames, new_events = super()._handle_data_on_closed_stream(events, exc, frame)
+        closed_by = self._stream_closed_by(frame.stream_id)
+        if closed_by is StreamClosedBy.SEND_RST_STREAM and not exc._events:
+            frames = [f for f in frames if not isinstance(f, RstStreamFrame)]
+        return frames, new_events
+
+    # -- 5. one malformed message does not kill the connection ----------------------
+
+    def _receive_headers_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
+        # h2's, answering ``FixedStream``'s ``_Malformed`` with RST_STREAM (its code,
+        # PROTOCOL_ERROR unless said otherwise), and a header list over our limit
+        # with ``_header_list_too_large``.
+        try:
+            result: tuple[list[Any], list[Any]] = super()._receive_headers_frame(frame)
+        except _Malformed as bad:
+            rst = RstStreamFrame(bad.stream_id)
+            rst.error_code = bad.error_code
+            event = h2.events.StreamReset(
+                stream_id=bad.stream_id, error_code=bad.error_code, remote_reset=False
+            )
+            return [rst], [event]
+        except DenialOfServiceError as exc:
+            if not isinstance(exc.__cause__, HeaderListTooLarge):
+                raise  # the decoder stopped mid-block: its table is out of step
+            return self._header_list_too_large(frame)
+        return result
+
+    def _header_list_too_large(self, frame: Any) -> tuple[list[Any], list[Any]]:
+        """The block on ``frame.stream_id`` was decoded whole (the dynamic table is in
+        step) but its header list is over our SETTINGS_MAX_HEADER_LIST_SIZE.
+
+        RFC 9113 §10.5.1: "A server that receives a larger header section than it is
+        willing to handle can send an HTTP 431 (Request Header Fields Too Large)
+        status code"; a client "can discard responses that it cannot process". So a
+        server answers a new request with ``HEADER_LIST_TOO_LARGE_RESPONSE``
+        (END_STREAM), then RST_STREAM(NO_ERROR) if the request is still open (§8.1:
+        the rest of it is not needed); no handler ever sees it. Any other block (a
+        response, informational response or trailers) gets RST_STREAM
+        (ENHANCE_YOUR_CALM) and a StreamReset event, as for a malformed block.
+        """
+        sid = frame.stream_id
+        events: list[Any] = self.state_machine.process_input(ConnectionInputs.RECV_HEADERS)
+        stream = self._get_or_create_stream(sid, AllowedStreamIDs(not self.config.client_side))
+        machine = stream.state_machine
+        if not self.config.client_side and machine.state == StreamState.IDLE:
+            machine.process_input(StreamInputs.RECV_HEADERS)  # RequestReceived, dropped
+            if "END_STREAM" in frame.flags:
+                machine.process_input(StreamInputs.RECV_END_STREAM)
+            self.send_headers(sid, HEADER_LIST_TOO_LARGE_RESPONSE, end_stream=True)
+            if stream.closed:  # the request had ended too
+                return [], events
+            self.state_machine.process_input(ConnectionInputs.SEND_RST_STREAM)
+            return stream.reset_stream(ErrorCodes.NO_ERROR), events
+        code = ErrorCodes.ENHANCE_YOUR_CALM
+        machine.process_input(StreamInputs.SEND_RST_STREAM)
+        rst = RstStreamFrame(sid)
+        rst.error_code = code
+        events.append(h2.events.StreamReset(stream_id=sid, error_code=code, remote_reset=False))
+        return [rst], events
+
+    def _receive_data_frame(self, frame: DataFrame) -> tuple[list[Any], list[Any]]:
+        # RFC 9113 §8.1.1: a body longer than its content-length (or, at END_STREAM,
+        # shorter; a HEAD response's body is expected empty, RFC 9110 §9.3.2) is a
+        # malformed message: a stream error PROTOCOL_ERROR. h2's
+        # ``_receive_data_frame`` raises InvalidBodyLengthError, a connection error,
+        # after the stream consumed the frame's window: close just the stream and
+        # answer as for DATA on a stream we reset (h2's
+        # ``_handle_data_on_closed_stream``: the connection window is credited,
+        # RST_STREAM goes out).
+        try:
+            result: tuple[list[Any], list[Any]] = super()._receive_data_frame(frame)
+        except InvalidBodyLengthError:
+            stream = self.streams[frame.stream_id]
+            stream.state_machine.process_input(StreamInputs.SEND_RST_STREAM)
+            closed = StreamClosedError(frame.stream_id)
+            closed.error_code = ErrorCodes.PROTOCOL_ERROR
+            closed._events = [
+                h2.events.StreamReset(
+                    stream_id=frame.stream_id,
+                    error_code=ErrorCodes.PROTOCOL_ERROR,
+                    remote_reset=False,
+                )
+            ]
+            return h2.connection.H2Connection._handle_data_on_closed_stream(self, [], closed, frame)
+        return result
+
+    # -- helpers for loopy -----------------------------------------------------------
+
+    def pending_bytes(self) -> int:
+        """Bytes h2 has framed and loopy has not yet taken."""
+        return len(self._data_to_send)
