@@ -28,7 +28,9 @@ long-lived transport (see ``docs/architecture.md``):
    SETTINGS_MAX_FRAME_SIZE is a FRAME_SIZE_ERROR from its 9-byte header, before its
    payload is buffered (§4.2); on a client, a server whose first 9 bytes are not a
    SETTINGS frame header (an HTTP/1.1 response, an SSH banner) is refused at once,
-   quoting them (§3.4).
+   quoting them (§3.4); on a client, HEADERS on an even stream (the server never
+   pushed: ENABLE_PUSH is 0) is a PROTOCOL_ERROR, not a reset of that stream (§5.1.1);
+   a malformed block that ends a stream we had ended is still a stream error (§8.1.1).
 5. **A malformed message is a stream error** (§8.1.1): h2 raises a
    connection-killing ProtocolError when header validation fails, and
    InvalidBodyLengthError when a body overruns (or, at END_STREAM, falls short of)
@@ -263,10 +265,6 @@ class _Stream(  # type: ignore[misc]  # stream_reset: see below
         else:
             events = machine.process_input(StreamInputs.RECV_HEADERS)
         event: Any = events[0]  # one of the four header events
-        if end_stream:
-            ended = machine.process_input(StreamInputs.RECV_END_STREAM)
-            event.stream_ended = ended[0]
-            events += ended
         kind = type(event)
         trailer = kind is h2.events.TrailersReceived
         if trailer and not end_stream:
@@ -296,6 +294,13 @@ class _Stream(  # type: ignore[misc]  # stream_reset: see below
         except ProtocolError as exc:
             machine.process_input(StreamInputs.SEND_RST_STREAM)
             raise _Malformed(self.stream_id) from exc
+        if end_stream:
+            # After the checks: a malformed block that ends a stream our side had
+            # already ended must still find the stream open to reset it (RFC 9113
+            # §8.1.1: a stream error, not h2's STREAM_CLOSED connection error).
+            ended = machine.process_input(StreamInputs.RECV_END_STREAM)
+            event.stream_ended = ended[0]
+            events += ended
         event.headers = headers
         return [], events
 
@@ -551,6 +556,11 @@ class H2State(h2.connection.H2Connection):
         return stream
 
     def _receive_headers_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
+        sid = frame.stream_id
+        if self.config.client_side and sid % 2 == 0 and sid and sid not in self.streams:
+            # RFC 9113 §5.1.1, §8.4: a server opens even streams only by PUSH_PROMISE,
+            # which we disable; h2 would take the block as a new stream and reset it.
+            raise ProtocolError(f"the server sent HEADERS on stream {sid}, which nobody opened")
         try:
             result: tuple[list[Any], list[Any]] = super()._receive_headers_frame(frame)
         except _Malformed as bad:
