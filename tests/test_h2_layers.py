@@ -37,7 +37,7 @@ from hyperframe.frame import (
 
 from trio_h2t._h2fast import FastConnection
 from trio_h2t._h2fixes import FixedConnection
-from trio_h2t._h2state import make_h2_state
+from trio_h2t._h2state import MAX_INFORMATIONAL, make_h2_state
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 REQUEST = [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"x"), (b":path", b"/")]
@@ -335,6 +335,48 @@ def _head_trailers(layer: str) -> str:
     peer = Peer()
     client.receive_data(peer.headers(1, [(b":status", b"200"), (b"content-length", b"5")]))
     return outcome(client, frame(DataFrame(1, b"body!"), "END_STREAM"))
+
+
+@scenario(
+    "4 HEADERS on an even stream a client never saw (§5.1.1)", "connection error PROTOCOL_ERROR"
+)
+def _even_stream(layer: str) -> str:
+    client, peer = requesting(layer)
+    return outcome(client, peer.headers(2, REQUEST, "END_STREAM"))  # h2: a request
+
+
+@scenario(
+    "5 a malformed block ending a half-closed stream resets it",
+    "StreamReset RST(1, PROTOCOL_ERROR)",
+)
+def _malformed_end(layer: str) -> str:
+    client, peer = requesting(layer)  # our side ended with the request
+    return outcome(client, peer.headers(1, [(b":status", b"200"), (b"Upper", b"x")], "END_STREAM"))
+
+
+#: Over the 65,536-byte list limit ``build`` sets, in one frame: the field enters
+#: the peer's dynamic table once, then each copy is a one-byte reference.
+BIG_LIST = [(b"x-big", b"v" * 4_000)] * 20
+
+
+@scenario("5 a request header list over our limit gets 431", "RST(1, NO_ERROR)")
+def _header_list_too_large(layer: str) -> str:
+    server, peer = serving(layer)
+    return outcome(server, peer.headers(1, [*POST, *BIG_LIST]))
+
+
+@scenario("5 a response header list over our limit resets", "StreamReset RST(1, ENHANCE_YOUR_CALM)")
+def _response_list_too_large(layer: str) -> str:
+    client, peer = requesting(layer)
+    return outcome(client, peer.headers(1, [(b":status", b"200"), *BIG_LIST]))
+
+
+@scenario("5 too many 1xx responses reset the stream", "StreamReset RST(1, ENHANCE_YOUR_CALM)")
+def _too_many_informational(layer: str) -> str:
+    client, peer = requesting(layer)
+    hint = [(b":status", b"103"), (b"link", b"</a>; rel=preload")]
+    client.receive_data(b"".join(peer.headers(1, hint) for _ in range(MAX_INFORMATIONAL)))
+    return outcome(client, peer.headers(1, hint))
 
 
 @pytest.mark.parametrize("layer", ["fixes", "fast"])

@@ -15,7 +15,12 @@ from h2.errors import ErrorCodes
 
 from ._config import TransportConfig
 from ._connection import ConnectionCore
-from ._exceptions import ConnectionClosingError, ConnectionLostError, LocalProtocolError
+from ._exceptions import (
+    ConnectionClosingError,
+    ConnectionLostError,
+    H2ProtocolError,
+    LocalProtocolError,
+)
 from ._headers import PERCENT_ENCODE_HINT, BodyRule
 from ._items import StartStream
 from ._loopy import LoopyStatistics
@@ -351,18 +356,20 @@ async def open_client_connection(
             with trio.move_on_after(config.handshake_timeout):
                 await core.settings_received.wait()
             if core.error is not None or not core.settings_received.is_set():
-                why = f": {core.error}" if core.error is not None else ""
-                err = ConnectionLostError(f"the server did not complete the HTTP/2 handshake{why}")
-                err.__cause__ = core.error
+                err = _handshake_error(core.error, config.handshake_timeout)
+                # GOAWAY before closing, also here: the protocol error's code (h2
+                # framed it), else NO_ERROR; bounded (ConnectionCore.abort).
+                await core.abort(err)
                 nursery.cancel_scope.cancel()
                 raise err
             conn = ClientConnection._create(core, authority.encode("ascii"), scheme.encode())
             try:
                 yield conn
-            except BaseException as exc:
-                core.fail(ConnectionClosingError("the client connection was closed"), finish=True)
+            except BaseException:
+                # A hard close: GOAWAY (NO_ERROR, or the protocol error's code) after
+                # the RST_STREAMs the streams queued, bounded; then tear down.
+                await core.abort(ConnectionClosingError("the client connection was closed"))
                 nursery.cancel_scope.cancel()
-                del exc
                 raise
             else:
                 with trio.CancelScope(shield=True):
@@ -370,6 +377,21 @@ async def open_client_connection(
             nursery.cancel_scope.cancel()
     finally:
         await trio.aclose_forcefully(transport)
+
+
+def _handshake_error(error: BaseException | None, timeout: float) -> ConnectionLostError:
+    """What ``open_client_connection`` raises when the handshake did not give a
+    usable connection: the message names the real cause, which is ``__cause__``."""
+    if isinstance(error, H2ProtocolError):
+        code = getattr(error.error_code, "name", error.error_code)
+        message = f"the server broke HTTP/2 during the handshake (GOAWAY {code} sent): {error}"
+    elif error is not None:
+        message = f"the connection ended during the HTTP/2 handshake: {error}"
+    else:
+        message = f"the server did not complete the HTTP/2 handshake within {timeout:g} s"
+    exc = ConnectionLostError(message)
+    exc.__cause__ = error
+    return exc
 
 
 def _reason(exc: OSError) -> str:

@@ -47,7 +47,7 @@ from ._exceptions import (
 from ._flow import BDP_PING_DATA, BdpEstimator, ConnectionInFlow
 from ._h2state import GoAwayReceived, H2State, make_h2_state
 from ._items import CloseConnection, ControlItem, GoAway, ResetStream, WindowUpdate
-from ._loopy import Loopy
+from ._loopy import FINAL_WRITE_TIMEOUT, Loopy
 from ._messages import CancelKind, CancelReason, ConnectionInfo, connection_info
 from ._stream import H2Stream
 
@@ -311,6 +311,16 @@ class ConnectionCore:
     def on_goaway_written(self, last_stream_id: int) -> None:
         self.goaway_sent_last_id = last_stream_id
 
+    def final_goaway_code(self) -> int | None:
+        """The GOAWAY loopy owes on its way out: None if ours was written or the peer
+        closed its side (EOF); else the protocol error's code, or NO_ERROR."""
+        if self.goaway_sent_last_id is not None or self.eof_seen:
+            return None
+        error = self.error
+        if isinstance(error, H2ProtocolError):
+            return int(error.error_code)
+        return ErrorCodes.NO_ERROR
+
     # ------------------------------------------------------------------ shutdown
 
     def closing_error(self) -> ConnectionClosingError:
@@ -428,6 +438,29 @@ class ConnectionCore:
             finally:
                 self.reader_scope.cancel()  # the connection is over: stop reading
                 self.done.set()
+
+    async def abort(self, error: BaseException) -> None:
+        """End the connection at once, but tell the peer first (a hard close).
+
+        Queues GOAWAY(NO_ERROR, the real last stream id) and CloseConnection behind
+        whatever the stream tasks queued (a client's RST_STREAM(CANCEL) goes out
+        first), waits for loopy to write them and stop, then fails the connection
+        with ``error`` (kept only if it is the first). If the connection already
+        ended (a protocol error: h2's GOAWAY carries its code), it only waits for
+        loopy's last write. The wait is shielded and bounded by
+        ``FINAL_WRITE_TIMEOUT``; the caller then cancels the connection's tasks.
+
+        Checkpoint: always. On cancellation: shielded: it still waits, bounded.
+        """
+        if self.error is None and not self.cbuf.finished:
+            if not self.closing:
+                self.closing = True
+                self._put(GoAway(ErrorCodes.NO_ERROR))
+            self._put(CloseConnection())
+        with trio.move_on_after(FINAL_WRITE_TIMEOUT) as scope:
+            scope.shield = True
+            await self.done.wait()
+        self.fail(error)
 
     async def graceful_close(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Send GOAWAY, let open streams finish (up to ``timeout``), then stop loopy.

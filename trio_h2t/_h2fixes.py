@@ -35,7 +35,9 @@ The patches, by kind (section markers in the code below use the same numbers):
    SETTINGS_MAX_FRAME_SIZE is refused from its 9-byte header, before its payload is
    buffered (§4.2); on a client, a server whose first 9 bytes are not a SETTINGS frame
    header (an HTTP/1.1 response, an SSH banner) is refused at once, quoting them
-   (§3.4). (A PUSH_PROMISE from a client, §8.4, needs no patch: h2's
+   (§3.4); on a client, HEADERS on an even stream (the server never pushed:
+   ENABLE_PUSH is 0) is a PROTOCOL_ERROR, not a reset of that stream (§5.1.1). (A
+   PUSH_PROMISE from a client, §8.4, needs no patch: h2's
    ``_receive_push_promise_frame`` refuses it before decoding, since a server's
    SETTINGS_ENABLE_PUSH is 0.)
 5. **A malformed message is a stream error** (§8.1.1): h2 raises a
@@ -232,6 +234,8 @@ class FixedStream(h2.stream.H2Stream):
           (RFC 9110 §6.4.1; a 304's describes the selected representation).
         - A message ended by HEADERS or trailers short of its content-length is
           malformed (§8.1.1); h2 checks the length only on DATA.
+        - END_STREAM is applied after the checks, so a malformed block ending a
+          stream we had already ended still resets just that stream (§8.1.1).
 
         A failed validation (``_validated``) closes just this stream.
         """
@@ -247,10 +251,6 @@ class FixedStream(h2.stream.H2Stream):
         else:
             events = machine.process_input(StreamInputs.RECV_HEADERS)
         event: Any = events[0]  # one of the four header events
-        if end_stream:
-            ended = machine.process_input(StreamInputs.RECV_END_STREAM)
-            event.stream_ended = ended[0]
-            events += ended
         kind = type(event)
         trailer = kind is h2.events.TrailersReceived
         if trailer and not end_stream:
@@ -264,6 +264,14 @@ class FixedStream(h2.stream.H2Stream):
             machine.process_input(StreamInputs.SEND_RST_STREAM)
             raise _Malformed(self.stream_id)
         event.headers = self._validated(headers, events, header_encoding)
+        if end_stream:
+            # After the checks (h2 ends the stream first): a malformed block that
+            # ends a stream our side had already ended must still find the stream
+            # open to reset it (RFC 9113 §8.1.1: a stream error, not h2's
+            # STREAM_CLOSED connection error).
+            ended = machine.process_input(StreamInputs.RECV_END_STREAM)
+            event.stream_ended = ended[0]
+            events += ended
         return [], events
 
     def _validated(self, headers: Any, events: list[Any], header_encoding: Any) -> Any:
@@ -523,6 +531,11 @@ class FixedConnection(h2.connection.H2Connection):
         # h2's, answering ``FixedStream``'s ``_Malformed`` with RST_STREAM (its code,
         # PROTOCOL_ERROR unless said otherwise), and a header list over our limit
         # with ``_header_list_too_large``.
+        sid = frame.stream_id
+        if self.config.client_side and sid % 2 == 0 and sid and sid not in self.streams:
+            # RFC 9113 §5.1.1, §8.4: a server opens even streams only by PUSH_PROMISE,
+            # which we disable; h2 would take the block as a new stream and reset it.
+            raise ProtocolError(f"the server sent HEADERS on stream {sid}, which nobody opened")
         try:
             result: tuple[list[Any], list[Any]] = super()._receive_headers_frame(frame)
         except _Malformed as bad:

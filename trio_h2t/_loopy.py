@@ -45,9 +45,16 @@ costs nothing per item in CPython 3.11+ (zero-cost exceptions). The connection's
 I/O errors, ``_Stop``, and faults in connection-level items (PING, SETTINGS, GOAWAY,
 a connection WINDOW_UPDATE) still end loopy: those belong to the connection.
 
-On exit: if the error was not an I/O error, loopy flushes what is framed (so a final
-GOAWAY or RST_STREAM goes out), then always finishes the control buffer and orphans
-its batch.
+On exit, for any reason but a failed or interrupted write (an I/O error, or a
+cancellation that arrived inside ``send_all``: the wire may then end mid-frame, so
+nothing more is written), loopy makes its last write: what is framed, then a GOAWAY
+if none was written yet and the peer has not closed its side
+(``LoopyCore.final_goaway_code``: the protocol error's code, else NO_ERROR; the last
+stream id is the highest the peer opened). That write is shielded from cancellation
+and bounded by ``FINAL_WRITE_TIMEOUT``, so a cancelled connection still says GOAWAY
+and a peer that does not read cannot hold the close. Then loopy always finishes the
+control buffer and orphans its batch (``docs/cancellation.md``, "How a connection
+ends").
 """
 
 from __future__ import annotations
@@ -133,11 +140,21 @@ class LoopyCore(Protocol):
     def on_goaway_written(self, last_stream_id: int) -> None:
         """Loopy framed our GOAWAY with ``last_stream_id``."""
 
+    def final_goaway_code(self) -> int | None:
+        """The code of the GOAWAY loopy owes on its way out, or None if none is owed
+        (one was written already, or the peer closed its side)."""
+
     def local_end_written(self, stream: H2Stream) -> None:
         """Loopy framed ``stream``'s END_STREAM."""
 
     def stream_closed(self, stream: H2Stream) -> None:
         """Loopy ended ``stream`` (reset after a fault); idempotent."""
+
+
+#: Seconds loopy's last write (what is framed, and the final GOAWAY) may take on its
+#: way out, shielded from cancellation; a peer that does not read is cut off after it.
+#: Go's HTTP/2 server gives its final GOAWAY a write deadline of the same order.
+FINAL_WRITE_TIMEOUT = 1.0
 
 
 class _Stop(Exception):
@@ -188,6 +205,8 @@ class Loopy:
         self._bytes = 0
         self._yields = 0
         self.io_failed = False  # True if send_all raised
+        # True if send_all was interrupted (cancelled): the wire may end mid-frame.
+        self._write_cut = False
 
     def statistics(self) -> LoopyStatistics:
         return LoopyStatistics(
@@ -239,25 +258,43 @@ class Loopy:
                     if self._pending() >= self._write_buffer_size:
                         await self._flush()
         except _Stop:
-            await self._flush()
+            await self._final_write()
+        except ConnectionClosingError as exc:  # the buffer was finished: the end
+            exit_error = exc
+            await self._final_write()
+            raise
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self.io_failed = True
             exit_error = exc
             raise
         except BaseException as exc:
             exit_error = exc
-            if not self.io_failed:
-                # Let a final GOAWAY/RST out, but never block teardown on it.
-                with trio.move_on_after(1) as scope:
-                    scope.shield = True
-                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                        await self._flush()
+            await self._final_write()
             raise
         finally:
             self._drop_all_output()
             # Finish (if nobody has) before discarding, or the batch is never orphaned.
             error = self._core.error or exit_error or ConnectionClosingError("connection closed")
             self._cbuf.close_consumer(error)
+
+    async def _final_write(self) -> None:
+        """Loopy's last write: what is framed, then the GOAWAY still owed, if any.
+
+        Skipped after a failed or interrupted write. Shielded, and bounded by
+        ``FINAL_WRITE_TIMEOUT``; I/O errors are swallowed (the connection is ending).
+        """
+        if self.io_failed or self._write_cut:
+            return
+        h2 = self._h2
+        # After a protocol error h2 is CLOSED and its own GOAWAY is already framed.
+        if h2.state_machine.state is not ConnectionState.CLOSED:
+            code = self._core.final_goaway_code()
+            if code is not None:
+                self._write_goaway(GoAway(code))
+        with trio.move_on_after(FINAL_WRITE_TIMEOUT) as scope:
+            scope.shield = True
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._flush()
 
     # ------------------------------------------------------------------ writing
 
@@ -284,6 +321,9 @@ class Loopy:
             await self._transport.send_all(data)
         except Exception:  # resource errors, or a broken Stream wrapper's own
             self.io_failed = True
+            raise
+        except BaseException:  # cancelled inside send_all: part may have gone out
+            self._write_cut = True
             raise
 
     # ------------------------------------------------------------------ items
