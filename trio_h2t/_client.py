@@ -18,8 +18,8 @@ from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, LocalProtocolError
 from ._headers import PERCENT_ENCODE_HINT
 from ._items import StartStream
-from ._loopy import LoopyStatistics
 from ._messages import Response
+from ._statistics import LoopyStatistics
 from ._stream import (
     H2Stream,
     HeaderList,

@@ -396,6 +396,9 @@ class H2State(h2.connection.H2Connection):
         self._preface_checked = False  # the peer's first frame was SETTINGS
         #: True when ``receive_data`` stopped at ``max_frames``: more may be buffered.
         self.input_pending = False
+        # owner: reader (receive_data); for ConnectionStatistics.
+        self.bytes_received = 0
+        self.frames_received = 0
 
     # -- 2. O(1) stream counting ---------------------------------------------------
 
@@ -454,6 +457,7 @@ class H2State(h2.connection.H2Connection):
         self.events_before_error = events
         self.input_pending = False
         if data:
+            self.bytes_received += len(data)
             self.incoming_buffer.add_data(data)
         self.incoming_buffer.max_frame_size = self.max_inbound_frame_size
         count = 0
@@ -479,6 +483,8 @@ class H2State(h2.connection.H2Connection):
                 e.error_code = ErrorCodes.COMPRESSION_ERROR  # RFC 9113 §4.3
             self._terminate_connection(e.error_code)
             raise
+        finally:
+            self.frames_received += count
         self.events_before_error = []
         return events
 

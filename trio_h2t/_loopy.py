@@ -51,7 +51,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
 import trio
@@ -76,34 +75,19 @@ from ._items import (
     WindowOpened,
     WindowUpdate,
 )
+from ._statistics import LoopyStatistics
 from ._stream import OUT_ACTIVE, OUT_EMPTY, OUT_WAITING, H2Stream
 
 if TYPE_CHECKING:
     from ._connection import ConnectionCore
 
-__all__ = ["Loopy", "LoopyStatistics"]
+__all__ = ["Loopy"]
 
 log = logging.getLogger("trio_h2t")
 
 
 class _Stop(Exception):
     """CloseConnection was handled: flush and stop."""
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class LoopyStatistics:
-    """Counters of the writer task (a snapshot)."""
-
-    frames: int  #: frames framed (HEADERS blocks count once)
-    data_frames: int
-    send_alls: int  #: send_all calls
-    bytes_written: int
-    yields: int  #: times loopy yielded once to let producers fill the batch
-
-    @property
-    def frames_per_write(self) -> float:
-        return self.frames / self.send_alls if self.send_alls else 0.0
 
 
 @final
@@ -134,6 +118,7 @@ class Loopy:
 
     def statistics(self) -> LoopyStatistics:
         return LoopyStatistics(
+            batches=self._cbuf.statistics().batches,
             frames=self._frames,
             data_frames=self._data_frames,
             send_alls=self._send_alls,
