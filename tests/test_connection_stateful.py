@@ -121,9 +121,10 @@ from trio_h2t import (
     open_client_connection,
     serve_connection,
 )
-from trio_h2t._connection import INTERNAL_ERROR_BODY, ConnectionCore
+from trio_h2t._connection import ConnectionCore
 from trio_h2t._controlbuf import DEFAULT_THROTTLE_LIMIT
 from trio_h2t._items import Data
+from trio_h2t._server import INTERNAL_ERROR_BODY
 from trio_h2t._stream import OUT_WAITING
 
 #: At most this many streams per example (each has four tasks).
@@ -1205,7 +1206,7 @@ class ConnectionMachine(RuleBasedStateMachine):
             assert core.h2.pending_bytes() == 0, "framed bytes left in h2"
         for receiver, sender in ((client, server), (server, client)):
             window = sender.h2.outbound_flow_control_window
-            flow = receiver._in_flow
+            flow = receiver.in_flow
             assert window == flow.limit - flow.unacked, (
                 f"connection credit: sender window {window}, "
                 f"receiver limit {flow.limit} - unacked {flow.unacked}"

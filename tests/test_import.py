@@ -1,9 +1,18 @@
-"""Importing trio_h2t has no process-wide side effects."""
+"""Importing trio_h2t has no process-wide side effects, and its modules are layered.
+
+The layering tests parse each module's imports with ``ast`` and hold them to an
+explicit map: which package modules each may import, with the sans-IO modules at
+the bottom importing none of the task layer, and no import cycle.
+"""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
+
+import trio_h2t
 
 
 def test_import_leaves_hpack_logger_level_unchanged() -> None:
@@ -20,3 +29,235 @@ def test_import_leaves_hpack_logger_level_unchanged() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "ok"
+
+
+# -- import layering ---------------------------------------------------------------
+
+_PACKAGE = Path(trio_h2t.__file__).parent
+
+#: The sans-IO layer: no tasks, no transport; the task layer builds on it, never
+#: the other way round (``_controlbuf`` uses trio only for its one blocking ``get``).
+SANS_IO = frozenset(
+    {
+        "_config",
+        "_controlbuf",
+        "_exceptions",
+        "_flow",
+        "_h2state",
+        "_headers",
+        "_hpack",
+        "_items",
+        "_statistics",
+        "_util",
+        "_version",
+    }
+)
+
+#: Every module of the package and the package modules it may import at run time
+#: (function-level imports included). A module missing here fails the test: place
+#: it in the map when you add it.
+ALLOWED: dict[str, frozenset[str]] = {
+    "_version": frozenset(),
+    "_util": frozenset(),
+    "_flow": frozenset(),
+    "_headers": frozenset(),
+    "_hpack": frozenset(),
+    "_exceptions": frozenset(),
+    "_h2state": frozenset({"_headers", "_hpack"}),
+    "_items": frozenset(),
+    "_statistics": frozenset(),
+    "_controlbuf": frozenset({"_exceptions", "_items"}),
+    "_config": frozenset({"_controlbuf"}),
+    "_messages": frozenset({"_exceptions"}),
+    "_stream": frozenset(
+        {"_exceptions", "_flow", "_headers", "_items", "_messages", "_util", "_streamview"}
+    ),
+    "_streamview": frozenset({"_util"}),
+    # Loopy knows the rest of its connection only through its LoopyCore protocol.
+    "_loopy": frozenset(
+        {"_config", "_controlbuf", "_exceptions", "_h2state", "_items", "_statistics", "_stream"}
+    ),
+    "_connection": frozenset(
+        {
+            "_config",
+            "_controlbuf",
+            "_exceptions",
+            "_flow",
+            "_h2state",
+            "_items",
+            "_loopy",
+            "_messages",
+            "_statistics",
+            "_stream",
+        }
+    ),
+    "_reader": frozenset({"_connection", "_exceptions", "_flow", "_h2state", "_items", "_stream"}),
+    "_client": frozenset(
+        {
+            "_config",
+            "_connection",
+            "_exceptions",
+            "_headers",
+            "_items",
+            "_messages",
+            "_reader",
+            "_statistics",
+            "_stream",
+            "_util",
+        }
+    ),
+    "_server": frozenset(
+        {
+            "_client",
+            "_config",
+            "_connection",
+            "_exceptions",
+            "_items",
+            "_messages",
+            "_reader",
+            "_statistics",
+            "_stream",
+            "_util",
+        }
+    ),
+    "_cli": frozenset({"_client", "_config", "_headers", "_server", "_stream"}),
+    "__init__": frozenset(
+        {
+            "_client",
+            "_config",
+            "_exceptions",
+            "_messages",
+            "_server",
+            "_statistics",
+            "_stream",
+            "_streamview",
+            "_util",
+            "_version",
+        }
+    ),
+    "__main__": frozenset({"_cli"}),
+    "testing.__init__": frozenset(),
+}
+
+#: Imports made only for annotations (under ``if TYPE_CHECKING:``): they never run,
+#: so they may point upwards, each for a reason given here.
+TYPE_ONLY_ALLOWED: dict[str, frozenset[str]] = {
+    "_items": frozenset({"_stream"}),  # items carry the H2Stream they are for
+    "_stream": frozenset({"_connection", "_streamview"}),  # a stream knows its core
+    "_streamview": frozenset({"_stream"}),  # the view wraps a stream
+}
+
+
+def _module_name(path: Path, root: Path = _PACKAGE) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    return ".".join(rel.parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _package_imports(path: Path, root: Path = _PACKAGE) -> tuple[set[str], set[str]]:
+    """(run-time, annotation-only) package modules ``path`` (under ``root``) imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    runtime: set[str] = set()
+    type_only: set[str] = set()
+    base = _module_name(path, root).split(".")[:-1]  # the importing module's package
+
+    def visit(node: ast.AST, typing_only: bool) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.body:
+                visit(child, True)
+            for child in node.orelse:
+                visit(child, typing_only)
+            return
+        target = runtime if not typing_only else type_only
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = base[: len(base) - (node.level - 1)]
+                if node.module is None:
+                    names = [".".join([*package, alias.name]) for alias in node.names]
+                else:
+                    names = [".".join([*package, node.module])]
+                target.update(names)
+            elif node.module and node.module.startswith("trio_h2t."):
+                target.add(node.module.removeprefix("trio_h2t."))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("trio_h2t."):
+                    target.add(alias.name.removeprefix("trio_h2t."))
+        for sub in ast.iter_child_nodes(node):
+            visit(sub, typing_only)
+
+    visit(tree, False)
+    return runtime, type_only - runtime
+
+
+def _graph() -> dict[str, tuple[set[str], set[str]]]:
+    return {_module_name(path): _package_imports(path) for path in sorted(_PACKAGE.rglob("*.py"))}
+
+
+def test_every_module_has_a_place_in_the_layering() -> None:
+    """Each module of the package is listed in ALLOWED, and nothing listed is gone."""
+    assert set(_graph()) == set(ALLOWED)
+
+
+def test_modules_import_only_what_their_layer_allows() -> None:
+    """Each module's package imports (parsed with ast) are within its allowed set."""
+    for module, (runtime, type_only) in _graph().items():
+        extra = runtime - ALLOWED[module]
+        assert not extra, f"{module} imports {sorted(extra)} at run time"
+        extra = type_only - ALLOWED[module] - TYPE_ONLY_ALLOWED.get(module, frozenset())
+        assert not extra, f"{module} imports {sorted(extra)} for annotations"
+
+
+def test_sans_io_modules_never_import_the_task_layer() -> None:
+    """The sans-IO modules import only each other at run time."""
+    for module in SANS_IO:
+        runtime, _ = _graph()[module]
+        assert runtime <= SANS_IO, f"{module} imports {sorted(runtime - SANS_IO)}"
+    for module, allowed in ALLOWED.items():
+        if module in SANS_IO:
+            assert allowed <= SANS_IO, f"the map lets {module} import the task layer"
+
+
+def test_no_import_cycles() -> None:
+    """The run-time import graph of the package has no cycle."""
+    graph = {module: runtime for module, (runtime, _) in _graph().items()}
+    done: set[str] = set()
+
+    def walk(module: str, path: list[str]) -> None:
+        if module in path:
+            cycle = [*path[path.index(module) :], module]
+            raise AssertionError("import cycle: " + " -> ".join(cycle))
+        if module in done:
+            return
+        for dep in sorted(graph.get(module, ())):
+            walk(dep, [*path, module])
+        done.add(module)
+
+    for module in graph:
+        walk(module, [])
+
+
+def test_layering_checker_sees_each_kind_of_import(tmp_path: Path) -> None:
+    """The ast walk finds relative, absolute, function-level and TYPE_CHECKING imports."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from ._a import x\n"
+        "from . import _b\n"
+        "import trio_h2t._c\n"
+        "if TYPE_CHECKING:\n"
+        "    from ._d import y\n"
+        "def f():\n"
+        "    from ._e import z\n"
+    )
+    root = tmp_path / "trio_h2t"
+    root.mkdir()
+    probe = root / "_probe.py"
+    probe.write_text(source, encoding="utf-8")
+    runtime, type_only = _package_imports(probe, root)
+    assert runtime == {"_a", "_b", "_c", "_e"}
+    assert type_only == {"_d"}

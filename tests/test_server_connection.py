@@ -72,7 +72,7 @@ async def test_serve_connection_reports_a_public_server_connection() -> None:
             assert server.open_streams == 0
             assert (await conn.request("GET", "/")).status == 200
     with pytest.raises(TypeError):
-        ServerConnection()
+        ServerConnection()  # type: ignore[call-arg]
 
 
 async def test_server_connection_over_tcp_and_tls_knows_addresses_and_alpn() -> None:

@@ -19,7 +19,8 @@ from ._exceptions import ConnectionClosingError, ConnectionLostError, LocalProto
 from ._headers import PERCENT_ENCODE_HINT
 from ._items import StartStream
 from ._messages import Response
-from ._statistics import LoopyStatistics
+from ._reader import Reader
+from ._statistics import ConnectionStatistics
 from ._stream import (
     H2Stream,
     HeaderList,
@@ -295,9 +296,9 @@ class ClientConnection(metaclass=NoPublicConstructor):
         """
         return self._core.error
 
-    def loopy_statistics(self) -> LoopyStatistics:
-        """Counters of this connection's writer task."""
-        return self._core.loopy.statistics()
+    def statistics(self) -> ConnectionStatistics:
+        """A snapshot of the connection's counters and windows. Never checkpoints."""
+        return self._core.statistics()
 
     async def aclose(self) -> None:
         """Close gracefully: GOAWAY, let open streams finish (bounded), then stop.
@@ -333,7 +334,7 @@ async def open_client_connection(
     try:
         async with _unwrap_single(), trio.open_nursery() as nursery:
             await core.send_preface()
-            nursery.start_soon(core.run_reader, name="h2-reader")
+            nursery.start_soon(Reader(core).run, name="h2-reader")
             nursery.start_soon(core.run_loopy, name="h2-loopy")
             with trio.move_on_after(config.handshake_timeout):
                 await core.settings_received.wait()

@@ -51,15 +51,17 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, final
+from typing import Protocol, final
 
 import trio
 from h2.connection import ConnectionState
 from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError, StreamClosedError
 
+from ._config import TransportConfig
+from ._controlbuf import ControlBuffer
 from ._exceptions import ConnectionClosingError, StreamResetError
-from ._h2state import goaway_frame
+from ._h2state import H2State, goaway_frame
 from ._items import (
     CloseConnection,
     ControlItem,
@@ -78,12 +80,59 @@ from ._items import (
 from ._statistics import LoopyStatistics
 from ._stream import OUT_ACTIVE, OUT_EMPTY, OUT_WAITING, H2Stream
 
-if TYPE_CHECKING:
-    from ._connection import ConnectionCore
-
-__all__ = ["Loopy"]
+__all__ = ["Loopy", "LoopyCore"]
 
 log = logging.getLogger("trio_h2t")
+
+
+class LoopyCore(Protocol):
+    """Everything loopy reaches of the rest of its connection (``ConnectionCore``).
+
+    The attributes are read once, when loopy is built. The methods are synchronous
+    and called by loopy between its awaits: queries (``error``,
+    ``closing_error``, ``refuse_new_stream_error``, ``find_stream``) and the news
+    of what it wrote or handled, which the connection turns into stream and
+    lifecycle state that loopy does not own.
+    """
+
+    @property
+    def h2(self) -> H2State:
+        """The connection's h2 state machine (loopy makes every outbound call)."""
+
+    @property
+    def cbuf(self) -> ControlBuffer:
+        """The control buffer loopy consumes."""
+
+    @property
+    def config(self) -> TransportConfig: ...
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the connection ended, or None."""
+
+    def closing_error(self) -> ConnectionClosingError:
+        """The error for work orphaned because the connection is over."""
+
+    def refuse_new_stream_error(self) -> BaseException | None:
+        """Why a new client stream may not start now, or None."""
+
+    def find_stream(self, stream_id: int) -> H2Stream | None:
+        """The open stream with ``stream_id``, or None."""
+
+    def window_opened_handled(self, stream_id: int) -> None:
+        """Loopy handled the ``WindowOpened`` for ``stream_id``: another may be queued."""
+
+    def on_ping_written(self, data: bytes) -> None:
+        """Loopy framed a PING with ``data``."""
+
+    def on_goaway_written(self, last_stream_id: int) -> None:
+        """Loopy framed our GOAWAY with ``last_stream_id``."""
+
+    def local_end_written(self, stream: H2Stream) -> None:
+        """Loopy framed ``stream``'s END_STREAM."""
+
+    def stream_closed(self, stream: H2Stream) -> None:
+        """Loopy ended ``stream`` (reset after a fault); idempotent."""
 
 
 class _Stop(Exception):
@@ -94,7 +143,7 @@ class _Stop(Exception):
 class Loopy:
     """The writer task of one connection. Owner of everything below: loopy."""
 
-    def __init__(self, core: ConnectionCore, transport: trio.abc.SendStream) -> None:
+    def __init__(self, core: LoopyCore, transport: trio.abc.SendStream) -> None:
         self._core = core
         self._h2 = core.h2
         self._cbuf = core.cbuf
@@ -255,7 +304,7 @@ class Loopy:
                         pass  # the stream ended meanwhile: nothing is owed
             elif kind is WindowOpened:
                 assert isinstance(item, WindowOpened)
-                self._core.windows_opened.discard(item.stream_id)
+                self._core.window_opened_handled(item.stream_id)
                 self._window_opened(item.stream_id)
             elif kind is PeerResponse:
                 self._frames += 1  # its bytes already sit in h2's buffer

@@ -1,6 +1,17 @@
 """The HTTP/2 server: ``serve_connection`` over any trio Stream; ``serve_listeners``
 over any trio Listener (TCP, TLS, Unix sockets); ``serve_tcp`` / ``open_server`` over
 TCP, optionally TLS.
+
+Server side of a connection
+---------------------------
+``_serve`` builds a ``ConnectionCore``, a ``Reader`` and an ``_Admission``. The
+reader hands every new request to ``_Admission.admit`` (synchronously, between two
+of its awaits): admission refuses it (RST_STREAM(REFUSED_STREAM)) when the
+connection is closing or over its stream limit, resets a malformed one, or creates
+the ``H2Stream`` and starts the handler runner (``_Admission.run_handler``) in the
+connection's nursery. The runner turns how the handler ended into what the peer
+sees: a 500 if no headers went out, a RST_STREAM otherwise (docs/errors.md,
+"Handler errors").
 """
 
 from __future__ import annotations
@@ -8,20 +19,278 @@ from __future__ import annotations
 import functools
 import logging
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, final
 
+import h2.events
 import trio
+from h2.errors import ErrorCodes
 
 from ._client import ALPN_H2, _unwrap_single
 from ._config import TransportConfig
-from ._connection import ConnectionCore, Handler
+from ._connection import ConnectionCore
+from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
+from ._items import Data, Headers, PeerResponse
+from ._messages import TLSInfo
+from ._reader import Reader
+from ._statistics import ConnectionStatistics
+from ._stream import H2Stream, HeaderList
 from ._util import NoPublicConstructor
 
-__all__ = ["H2Server", "open_server", "serve_connection", "serve_listeners", "serve_tcp"]
+__all__ = [
+    "H2Server",
+    "Handler",
+    "ServerConnection",
+    "open_server",
+    "serve_connection",
+    "serve_listeners",
+    "serve_tcp",
+]
 
 log = logging.getLogger("trio_h2t")
+
+Handler = Callable[[H2Stream], Awaitable[None]]
+
+#: What a server answers when its handler raised (or returned) before sending headers.
+INTERNAL_ERROR_BODY = b"internal server error\n"
+INTERNAL_ERROR_RESPONSE = (
+    (b":status", b"500"),
+    (b"content-type", b"text/plain; charset=utf-8"),
+    (b"content-length", str(len(INTERNAL_ERROR_BODY)).encode()),
+)
+
+#: Streams a server accepts before the client has acknowledged our SETTINGS (h2's
+#: and httpcore's default limit), if our own limit is lower.
+PRE_ACK_STREAM_LIMIT = 100
+
+
+def _content_length(headers: HeaderList) -> int | None:
+    """The request's content-length: None if absent, -1 if invalid."""
+    value = None
+    for name, v in headers:
+        if name == b"content-length":
+            if value is not None and v != value:
+                return -1  # RFC 9110 §8.6: differing values make it invalid
+            value = v
+    if value is None:
+        return None
+    return int(value) if value.isdigit() else -1
+
+
+@final
+class _Admission:
+    """Server admission and the handler runner of one connection.
+
+    ``admit`` runs in the reader (synchronously); ``run_handler`` is one task per
+    admitted stream in the connection's nursery. Holds no mutable state of its own:
+    the counters it changes are the core's (``_open_inbound``,
+    ``handlers_running``; their tags say who writes them).
+    """
+
+    __slots__ = ("_core", "_handler", "_nursery")
+
+    def __init__(self, core: ConnectionCore, handler: Handler, nursery: trio.Nursery) -> None:
+        self._core = core  # immutable after init
+        self._handler = handler  # immutable after init
+        self._nursery = nursery  # immutable after init
+
+    def _inbound_stream_limit(self) -> int:
+        # RFC 9113 §6.5.3: a peer may open streams before it has seen our SETTINGS,
+        # under the initial "unlimited"; until it acknowledges them, refusing at our
+        # limit would fail requests that were legal when sent (nghttp -m 50 and h2load
+        # do not retry REFUSED_STREAM). Tolerate at least h2's default of 100 until then.
+        core = self._core
+        limit = core.config.max_concurrent_streams
+        if not core.settings_acked:
+            limit = max(limit, PRE_ACK_STREAM_LIMIT)
+        return limit
+
+    def admit(self, ev: h2.events.RequestReceived) -> bool:
+        """Start a handler for the request ``ev``, or refuse it. Called by the reader.
+
+        Returns True if a ``PeerResponse`` was put (the request was refused or reset).
+        """
+        core = self._core
+        sid = ev.stream_id
+        assert ev.headers is not None
+        if core.closing or core._open_inbound >= self._inbound_stream_limit():
+            # Refused before any handler sees it; h2 already decoded the header
+            # block, so HPACK stays in sync, and the connection lives on.
+            core.h2.reset_stream(sid, ErrorCodes.REFUSED_STREAM)
+            core._put(PeerResponse("rst"))
+            return True
+        headers = list(ev.headers)
+        content_length = _content_length(headers)
+        if content_length == -1 or (ev.stream_ended and content_length not in (None, 0)):
+            # RFC 9113 §8.1.1: malformed (a bad content-length, or one that a request
+            # ending with its HEADERS cannot match): stream error PROTOCOL_ERROR.
+            core.h2.reset_stream(sid, ErrorCodes.PROTOCOL_ERROR)
+            core._put(PeerResponse("rst"))
+            return True
+        stream = H2Stream._create(core, stream_id=sid, headers=headers)
+        stream._content_length = content_length
+        # Created here, not in the handler task: a reset that arrives before the
+        # handler first runs must still cancel it.
+        stream._cancel_scope = trio.CancelScope()
+        core._streams[sid] = stream
+        core.streams_opened += 1
+        core._open_inbound += 1
+        core.handlers_running += 1
+        self._nursery.start_soon(self.run_handler, stream, name=f"h2-stream-{sid}")
+        return False
+
+    async def run_handler(self, stream: H2Stream) -> None:
+        """Run the handler on ``stream``; answer for how it ended. Checkpoint: always."""
+        core = self._core
+        handler = self._handler
+        scope = stream._cancel_scope
+        assert scope is not None
+        raised = False
+        try:
+            with scope:
+                await handler(stream)
+        except (StreamResetError, ConnectionClosingError, ConnectionLostError) as exc:
+            raised = True
+            if stream._error is None:
+                self._handler_failed(stream)
+            else:
+                # The stream failed under the handler (the peer reset it, or the
+                # connection ended) before it could be cancelled: not its bug.
+                log.debug("handler for stream %d stopped: %r", stream.stream_id, exc)
+        except Exception:
+            raised = True
+            self._handler_failed(stream)
+        finally:
+            core.handlers_running -= 1
+            if not raised and not scope.cancelled_caught and self._answer_500(stream):
+                log.warning(
+                    "handler for stream %d returned without a response; answered 500",
+                    stream.stream_id,
+                )
+            if not stream._closed:
+                if stream._end_queued and stream._error is None:
+                    # The response is complete: close the request side too
+                    # (RST_STREAM(NO_ERROR) after the response, if still open).
+                    if stream._out_done:
+                        if not stream._recv_ended:
+                            core.reset_stream(stream, ErrorCodes.NO_ERROR, None)
+                    else:
+                        stream._rst_on_end = True
+                else:
+                    if not raised and not scope.cancelled_caught:
+                        log.warning(
+                            "handler for stream %d returned without ending its response;"
+                            " resetting it",
+                            stream.stream_id,
+                        )
+                    code = (
+                        ErrorCodes.CANCEL if scope.cancelled_caught else ErrorCodes.INTERNAL_ERROR
+                    )
+                    stream.reset(code)
+            core.check_idle()
+
+    def _handler_failed(self, stream: H2Stream) -> None:
+        # Called from an except clause: log.exception records the handler's traceback.
+        if self._answer_500(stream):
+            log.exception("handler for stream %d raised; answered 500", stream.stream_id)
+        else:
+            log.exception("handler for stream %d raised; resetting it", stream.stream_id)
+            stream.reset(ErrorCodes.INTERNAL_ERROR)
+
+    def _answer_500(self, stream: H2Stream) -> bool:
+        """Queue a whole 500 response if the handler sent no headers. Synchronous.
+
+        The body says only that the server failed: no traceback goes on the wire.
+        Returns False (nothing queued) if headers were sent, or the stream or the
+        connection is over; the caller then resets the stream.
+        """
+        if stream._headers_sent or stream._closed or stream._error is not None:
+            return False
+        # RFC 9110 §9.3.2: a response to HEAD carries no content.
+        head = (b":method", b"HEAD") in (stream._headers or ())
+        try:
+            stream._put_output(Headers(stream, INTERNAL_ERROR_RESPONSE, head))
+        except ConnectionClosingError:
+            return False
+        stream._headers_sent = True
+        if not head:
+            stream._put_output(Data(stream, INTERNAL_ERROR_BODY, True, None))
+        stream._end_queued = True
+        return True
+
+
+@final
+class ServerConnection(metaclass=NoPublicConstructor):
+    """One HTTP/2 connection a server is serving: what :func:`serve_connection`
+    reports through ``task_status``.
+
+    Its addresses and TLS state (``peer``, ``local``, ``tls``: the same values
+    ``stream.request`` carries), its counters (:meth:`statistics`) and a graceful
+    close (:meth:`aclose`). The connection runs in ``serve_connection``'s task; this
+    object only looks at it, so it stays valid (and its statistics final) after the
+    connection ended.
+    """
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: ConnectionCore) -> None:
+        self._core = core  # immutable after init
+
+    def __repr__(self) -> str:
+        state = "open" if self._core.error is None else "closed"
+        return f"<trio_h2t.ServerConnection peer={self.peer!r} {state}>"
+
+    @property
+    def peer(self) -> tuple[str, int] | None:
+        """The client's ``(host, port)`` over TCP (also under TLS), else None."""
+        return self._core.connection_info().peer
+
+    @property
+    def local(self) -> tuple[str, int] | None:
+        """This side's ``(host, port)`` over TCP (also under TLS), else None."""
+        return self._core.connection_info().local
+
+    @property
+    def tls(self) -> TLSInfo | None:
+        """The TLS state (ALPN protocol, the client's certificate) over
+        ``trio.SSLStream``, else None."""
+        return self._core.connection_info().tls
+
+    @property
+    def open_streams(self) -> int:
+        """Streams open now."""
+        return self._core.open_streams
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the connection ended (a ``ConnectionClosingError`` after a clean
+        close), or None while it is serving."""
+        return self._core.error
+
+    def statistics(self) -> ConnectionStatistics:
+        """A snapshot of the connection's counters and windows. Never checkpoints."""
+        return self._core.statistics()
+
+    async def aclose(self, *, grace: float | None = None) -> None:
+        """Close gracefully: send GOAWAY (the client opens no new streams here),
+        let the streams in progress finish for up to ``grace`` seconds (default
+        ``config.graceful_close_timeout``), then cancel the handlers still running
+        (``cancel_reason.kind == "shutdown"``) and end the connection;
+        ``serve_connection`` then returns. Returns once the connection is over.
+
+        Checkpoint: always. On cancellation: the drain stops at once and the
+        connection is ended anyway (every handler cancelled, the transport closed).
+        """
+        core = self._core
+        try:
+            await core.graceful_close(timeout=grace)
+        finally:
+            # Cancelled (or loopy did not stop in time): end it now. fail() cancels
+            # the handlers ("shutdown") and finishes the control buffer, so loopy,
+            # then the reader, stop and serve_connection returns.
+            if core.error is None:
+                core.fail(ConnectionClosingError("the connection was closed"))
 
 
 async def serve_connection(
@@ -29,9 +298,12 @@ async def serve_connection(
     handler: Handler,
     *,
     config: TransportConfig | None = None,
-    task_status: trio.TaskStatus[ConnectionCore] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[ServerConnection] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve one HTTP/2 connection (h2c, prior knowledge) over any ``trio.abc.Stream``.
+
+    Use with ``nursery.start`` to get its :class:`ServerConnection` (addresses,
+    statistics, a graceful ``aclose``) once the preface is written.
 
     Each incoming stream runs ``await handler(stream)`` as a task in this connection's
     nursery. Returns when the connection is over (the peer closed it, a protocol error,
@@ -48,7 +320,8 @@ async def serve_connection(
     only: it is logged once at ERROR and does not raise here.
 
     Checkpoint: always. On cancellation: every handler is cancelled and the
-    transport closed at once (use :meth:`H2Server.aclose` for a graceful drain).
+    transport closed at once (use :meth:`ServerConnection.aclose` or
+    :meth:`H2Server.aclose` for a graceful drain).
     """
     await _serve(transport, handler, config or TransportConfig(), None, task_status)
 
@@ -58,14 +331,14 @@ async def _serve(
     handler: Handler,
     config: TransportConfig,
     registry: set[ConnectionCore] | None,
-    task_status: trio.TaskStatus[ConnectionCore],
+    task_status: trio.TaskStatus[ServerConnection],
 ) -> None:
-    core = ConnectionCore(transport, client_side=False, config=config, handler=handler)
+    core = ConnectionCore(transport, client_side=False, config=config)
     if registry is not None:
         registry.add(core)
     try:
         async with trio.open_nursery() as nursery:
-            core.handler_nursery = nursery
+            reader = Reader(core, admit=_Admission(core, handler, nursery).admit)
             try:
                 await core.send_preface()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -75,8 +348,8 @@ async def _serve(
                 return
             nursery.start_soon(core.run_loopy, name="h2-loopy")
             nursery.start_soon(core.watch_handshake, name="h2-handshake-timeout")
-            task_status.started(core)
-            await core.run_reader()
+            task_status.started(ServerConnection._create(core))
+            await reader.run()
             # The reader ended: the connection is over (EOF, protocol error, or
             # finished). Let loopy flush a final GOAWAY, then stop everything.
             with trio.move_on_after(1):

@@ -1,0 +1,381 @@
+"""The reader task: read from the transport, feed h2, dispatch the events to streams.
+
+Theory of operation
+-------------------
+``Reader.run`` repeats: wait on the control buffer's throttle gate, read (unless h2
+still holds unparsed frames), hand h2 at most ``max_frames_per_read`` frames, and
+dispatch the events they produced. It never waits on a stream, and never writes:
+frames h2 queues by itself in response to the peer (PING ack, SETTINGS ack,
+RST_STREAM) are announced to loopy as throttled ``PeerResponse`` items, so a peer
+that floods them without reading is stopped by the gate instead of being buffered
+without bound (window items are not throttled; ``_items.py`` says why and what
+bounds them).
+
+The reader changes the connection's shared state (``ConnectionCore``) only between
+two awaits, and hands loopy everything that must be written as a control item.
+What a new request becomes is not the reader's business: a server gives it an
+``admit`` callable (``_server.py``'s admission, which starts the handler); without
+one every request is refused with RST_STREAM(REFUSED_STREAM).
+
+A GOAWAY from the peer (``_on_goaway``) fails the client streams above its last
+stream id with ``StreamRefusedError`` (caused by a ``GoAwayError``) and makes every
+later ``open_stream`` raise a ``GoAwayError``; if its code is not NO_ERROR, the
+connection's ``error`` becomes that ``GoAwayError`` when the connection ends
+(``ConnectionCore.fail``), so the code and debug data reach the user.
+``docs/errors.md`` has the tables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Awaitable, Callable
+
+import h2.events
+import h2.exceptions
+import trio
+from h2.errors import ErrorCodes
+from h2.settings import SettingCodes
+
+from ._connection import ConnectionCore
+from ._exceptions import (
+    ConnectionClosingError,
+    ConnectionLostError,
+    RemoteProtocolError,
+    StreamRefusedError,
+    StreamResetError,
+)
+from ._flow import BDP_PING_DATA
+from ._h2state import GoAwayReceived
+from ._items import (
+    CloseConnection,
+    ControlItem,
+    PeerResponse,
+    Ping,
+    Settings,
+    StreamDone,
+    WindowOpened,
+    WindowUpdate,
+)
+from ._stream import H2Stream
+
+__all__ = ["Admit", "Reader"]
+
+#: What the reader calls for each new request (server side): True if it put a
+#: ``PeerResponse`` (the request was refused with a RST_STREAM h2 framed).
+Admit = Callable[[h2.events.RequestReceived], bool]
+
+
+class _PeerClosed(Exception):
+    """The transport reached EOF."""
+
+
+def _buffer_reader(
+    transport: trio.abc.ReceiveStream, size: int
+) -> Callable[[], Awaitable[bytes | bytearray | memoryview]]:
+    """A read function for the reader task.
+
+    On a ``trio.SocketStream`` it reads into one reused buffer of ``size`` bytes
+    (``recv_into``) and returns a view of it, valid until the next read: h2 copies
+    what it is given into its own frame buffer at once, so nothing keeps the view.
+    Any other stream is read with ``receive_some(size)``. Errors follow
+    ``trio.abc.ReceiveStream``: BrokenResourceError for the network,
+    ClosedResourceError if the stream was closed.
+    """
+    if not isinstance(transport, trio.SocketStream):
+        return functools.partial(transport.receive_some, size)
+    sock = transport.socket
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+
+    async def read() -> memoryview:
+        try:
+            n = await sock.recv_into(buffer)
+        except trio.ClosedResourceError:
+            raise
+        except OSError as exc:
+            if sock.fileno() == -1:
+                raise trio.ClosedResourceError("the socket was closed") from exc
+            raise trio.BrokenResourceError(f"socket read failed: {exc}") from exc
+        return view[:n]
+
+    return read
+
+
+class Reader:
+    """The reader task of one connection (client or server)."""
+
+    def __init__(self, core: ConnectionCore, *, admit: Admit | None = None) -> None:
+        self._core = core  # immutable after init
+        self._h2 = core.h2  # immutable after init
+        self._cbuf = core.cbuf  # immutable after init
+        # immutable after init: what a new request becomes (refused without admit).
+        self._on_request: Admit = admit if admit is not None else self._refuse_request
+        # immutable after init: the core's objects, held for the hot path (their
+        # contents have the owners the core's tags give).
+        self._streams = core._streams
+        self._in_flow = core.in_flow
+        self._bdp = core.bdp
+
+    def _put(self, item: ControlItem) -> None:
+        # After finish the connection is going away: nothing more is owed.
+        with contextlib.suppress(ConnectionClosingError):
+            self._cbuf.put(item)
+
+    async def run(self) -> None:
+        """Read until EOF, a protocol error, or the connection is finished (loopy ended).
+
+        Never raises for a connection ending (that becomes ``core.error``); raises
+        only for bugs. Checkpoint: always.
+        """
+        core = self._core
+        read = _buffer_reader(core.transport, core.config.read_buffer_size)
+        # At most this many frames go through h2 per step; between steps the
+        # handlers and loopy run, so a large read is answered while it is still
+        # being parsed and the two peers work in parallel instead of in turns.
+        max_frames = core.config.max_frames_per_read
+        state = self._h2
+        cbuf = self._cbuf
+        try:
+            # Cancelled when loopy ends: nothing more can be written, so the
+            # connection is over even if the peer never closes its side.
+            with core.reader_scope:
+                while True:
+                    await cbuf.wait_unthrottled()  # always a schedule point
+                    data: bytes | bytearray | memoryview
+                    if state.input_pending:
+                        data = b""  # frames are still buffered: no read
+                    else:
+                        try:
+                            data = await read()
+                        except (trio.BrokenResourceError, trio.ClosedResourceError):
+                            raise
+                        except Exception as exc:
+                            core.transport_fault(exc, "receive_some")
+                            return
+                        if not data:
+                            raise _PeerClosed
+                    before = state.pending_bytes()
+                    try:
+                        events = state.receive_data(data, max_frames)
+                    except h2.exceptions.ProtocolError as exc:
+                        self._dispatch(state.events_before_error)
+                        # h2 queued GOAWAY(code); let loopy flush it, then stop.
+                        code = getattr(exc, "error_code", ErrorCodes.PROTOCOL_ERROR)
+                        error = RemoteProtocolError(str(exc) or type(exc).__name__, error_code=code)
+                        error.__cause__ = exc
+                        self._put(CloseConnection())
+                        core.fail(error, finish=False)
+                        return
+                    announced = self._dispatch(events)
+                    if not announced and state.pending_bytes() > before:
+                        self._put(PeerResponse("auto"))
+        except _PeerClosed:
+            self._on_eof()
+        except ConnectionClosingError:
+            pass  # finished: the connection is going away
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            if core.error is None:
+                err = ConnectionLostError("the connection was lost")
+                err.__cause__ = exc
+                core.fail(err)
+
+    def _on_eof(self) -> None:
+        core = self._core
+        core.eof_seen = True
+        if core.error is not None:
+            return
+        goaway = core.goaway_received
+        if goaway is not None and goaway.error_code != ErrorCodes.NO_ERROR:
+            # The peer said why it ends the connection: that is the error.
+            core.fail(core.goaway_error())
+        elif not core._streams and (goaway is not None or core.closing):
+            # A clean end: nothing was open, as both sides agreed.
+            exc = ConnectionClosingError("the connection was closed")
+            if goaway is not None:
+                exc.__cause__ = core.goaway_error()
+            core.fail(exc)
+        else:
+            core.fail(ConnectionLostError("the peer closed the connection"))
+
+    def _dispatch(self, events: list[h2.events.Event]) -> bool:
+        """Hand events to streams. Returns True if a PeerResponse was put."""
+        announced = False
+        core = self._core
+        streams = self._streams
+        for ev in events:
+            kind = type(ev)
+            if kind is h2.events.DataReceived:
+                assert isinstance(ev, h2.events.DataReceived)
+                n = ev.flow_controlled_length
+                inc = self._in_flow.on_data(n)
+                if inc:
+                    self._put(WindowUpdate(None, inc))
+                bdp = self._bdp
+                if bdp is not None and bdp.add(n):
+                    flushed = self._in_flow.reset()
+                    if flushed:
+                        self._put(WindowUpdate(None, flushed))
+                    self._put(Ping(BDP_PING_DATA))
+                stream = streams.get(ev.stream_id)
+                if stream is not None:
+                    stream._body_received += len(ev.data)
+                    stream._on_data(ev.data, n)
+            elif kind is h2.events.RequestReceived:
+                assert isinstance(ev, h2.events.RequestReceived)
+                announced |= self._on_request(ev)
+            elif kind is h2.events.ResponseReceived:
+                assert isinstance(ev, h2.events.ResponseReceived)
+                stream = streams.get(ev.stream_id)
+                if stream is not None:
+                    stream._on_headers(list(ev.headers))
+            elif kind is h2.events.TrailersReceived:
+                assert isinstance(ev, h2.events.TrailersReceived)
+                stream = streams.get(ev.stream_id)
+                if stream is not None:
+                    stream._on_trailers(list(ev.headers))
+            elif kind is h2.events.StreamEnded:
+                assert isinstance(ev, h2.events.StreamEnded)
+                stream = streams.get(ev.stream_id)
+                if stream is not None:
+                    expected = stream._content_length
+                    if expected is not None and expected != stream._body_received:
+                        self._malformed(stream)  # h2 checks only END_STREAM on DATA
+                        announced = True
+                        continue
+                    stream._on_end()
+                    if stream._out_done:
+                        core.stream_closed(stream)
+            elif kind is h2.events.StreamReset:
+                assert isinstance(ev, h2.events.StreamReset)
+                if not ev.remote_reset:
+                    self._put(PeerResponse("rst"))  # h2 answered with RST_STREAM
+                    announced = True
+                self._on_stream_reset(ev)
+            elif kind is h2.events.WindowUpdated:
+                assert isinstance(ev, h2.events.WindowUpdated)
+                self._window_opened(ev.stream_id)
+            elif kind is h2.events.RemoteSettingsChanged:
+                assert isinstance(ev, h2.events.RemoteSettingsChanged)
+                self._put(PeerResponse("settings-ack"))
+                announced = True
+                self._on_settings(ev)
+            elif kind is h2.events.PingReceived:
+                self._put(PeerResponse("ping-ack"))
+                announced = True
+            elif kind is h2.events.PingAckReceived:
+                assert isinstance(ev, h2.events.PingAckReceived)
+                if ev.ping_data == BDP_PING_DATA and self._bdp is not None:
+                    self._on_bdp_ack()
+            elif kind is h2.events.SettingsAcknowledged:
+                core.settings_acked = True
+            elif kind is GoAwayReceived:
+                assert isinstance(ev, GoAwayReceived)
+                self._on_goaway(ev)
+            # Others (PriorityUpdated, InformationalResponse,
+            # UnknownFrameReceived, ...) need nothing from us.
+        return announced
+
+    def _refuse_request(self, ev: h2.events.RequestReceived) -> bool:
+        """Refuse a new stream (no ``admit``): RST_STREAM(REFUSED_STREAM), put as a
+        ``PeerResponse``. h2 already decoded the header block, so HPACK stays in sync."""
+        self._h2.reset_stream(ev.stream_id, ErrorCodes.REFUSED_STREAM)
+        self._put(PeerResponse("rst"))
+        return True
+
+    def _malformed(self, stream: H2Stream) -> None:
+        """RFC 9113 §8.1.1: a malformed request is a stream error PROTOCOL_ERROR."""
+        core = self._core
+        code = ErrorCodes.PROTOCOL_ERROR
+        self._h2.reset_stream(stream.stream_id, code)
+        self._put(PeerResponse("rst"))
+        stream._reset_sent = True
+        core.cancel_handler(stream, "stream-error", code)
+        stream._fail(StreamResetError(stream.stream_id, code, remote=False))
+        self._put(StreamDone(stream))
+        core.stream_closed(stream)
+
+    def _on_stream_reset(self, ev: h2.events.StreamReset) -> None:
+        core = self._core
+        stream = core._streams.get(ev.stream_id)
+        if stream is None:
+            return
+        code = ev.error_code if ev.error_code is not None else ErrorCodes.NO_ERROR
+        if ev.remote_reset and code == ErrorCodes.NO_ERROR and stream._recv_ended:
+            # The peer finished its side and does not want the rest of ours
+            # (RFC 9113 §8.1): what we received stays readable.
+            self._put(StreamDone(stream))
+            stream._out_done = True
+            core.stream_closed(stream)
+            return
+        if ev.remote_reset and code == ErrorCodes.REFUSED_STREAM:
+            error: StreamResetError = StreamRefusedError(ev.stream_id, code, remote=True)
+        else:
+            error = StreamResetError(ev.stream_id, code, remote=ev.remote_reset)
+        # Cancel the handler first: a handler parked on the stream then sees
+        # Cancelled (as documented), not a StreamResetError logged as its failure.
+        core.cancel_handler(stream, "peer-reset" if ev.remote_reset else "stream-error", code)
+        stream._fail(error)
+        self._put(StreamDone(stream))
+        core.stream_closed(stream)
+
+    def _on_settings(self, ev: h2.events.RemoteSettingsChanged) -> None:
+        core = self._core
+        changed = ev.changed_settings
+        mcs = changed.get(SettingCodes.MAX_CONCURRENT_STREAMS)
+        if mcs is not None and core.client_side:
+            core.set_peer_max_streams(mcs.new_value)
+        elif core.client_side and not core.settings_received.is_set():
+            # The first SETTINGS omitted it: no limit (RFC 9113 §6.5.2).
+            core.set_peer_max_streams(2**31)
+        iws = changed.get(SettingCodes.INITIAL_WINDOW_SIZE)
+        if iws is not None and (iws.original_value is None or iws.new_value > iws.original_value):
+            self._window_opened(-1)
+        core.settings_received.set()
+
+    def _window_opened(self, stream_id: int) -> None:
+        opened = self._core.windows_opened
+        if stream_id not in opened:
+            opened.add(stream_id)
+            self._put(WindowOpened(stream_id))
+
+    def _on_bdp_ack(self) -> None:
+        core = self._core
+        bdp = self._bdp
+        assert bdp is not None
+        window = bdp.calculate(trio.current_time())
+        if not window:
+            return
+        core.initial_window_size = window
+        inc = self._in_flow.new_limit(window)
+        if inc:
+            self._put(WindowUpdate(None, inc))
+        # The SETTINGS change itself credits every open stream with the difference
+        # (RFC 9113 §6.9.2: the peer adjusts all its stream windows), so the streams
+        # only record their new limit; a WINDOW_UPDATE as well would credit them
+        # twice and let a peer buffer twice the growth in an unread stream. grpc-go's
+        # updateFlowControl does the same (inFlow.newLimit sends nothing).
+        for stream in core._streams.values():
+            stream._in_flow.new_limit(window)
+        self._put(Settings(((SettingCodes.INITIAL_WINDOW_SIZE, window),)))
+
+    def _on_goaway(self, ev: GoAwayReceived) -> None:
+        core = self._core
+        previous = core.goaway_received
+        core.goaway_received = ev
+        if not core.client_side:
+            # The client opens no more streams: close once the open ones are done
+            # (h2spec generic/3.8/1, http2/7/1 expect an idle connection to close).
+            core.check_idle()
+            return
+        upper = previous.last_stream_id if previous is not None else 2**31
+        for sid, stream in list(core._streams.items()):
+            if ev.last_stream_id < sid <= upper:
+                # RFC 9113 §6.8: the server never processed it: safe to retry elsewhere.
+                refused = StreamRefusedError(sid, ErrorCodes.REFUSED_STREAM, remote=True)
+                refused.__cause__ = core.goaway_error()
+                stream._fail(refused)
+                self._put(StreamDone(stream))
+                core.stream_closed(stream)
+        core.wake_quota_waiters()  # waiters in open_stream must now fail
+        core.check_idle()
