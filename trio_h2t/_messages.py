@@ -321,7 +321,7 @@ class Response:
 #: - ``"connection-lost"``: the peer or the network ended the connection
 #:   (``error_code`` is the GOAWAY code for a protocol error, else None);
 #: - ``"shutdown"``: this side closed the connection: a graceful close (``H2Server.aclose``,
-#:   ``ClientConnection.aclose``) whose grace period ran out, or the server stopping.
+#:   ``ServerConnection.aclose``, ``ClientConnection.aclose``) whose grace period ran out, or the server stopping.
 CancelKind = Literal["peer-reset", "stream-error", "connection-lost", "shutdown"]
 
 

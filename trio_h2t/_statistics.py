@@ -29,7 +29,8 @@ class LoopyStatistics:
 
     #: Batches of control items loopy took from the control buffer.
     batches: int
-    #: Frames framed (a header block with its CONTINUATION frames counts once).
+    #: Frames framed (a header block with its CONTINUATION frames counts once, as
+    #: does a batch of frames h2 queued in answer to the peer).
     frames: int
     #: DATA frames among them.
     data_frames: int
@@ -64,7 +65,9 @@ class ConnectionStatistics:
     bytes_sent: int
     #: Bytes read from the transport.
     bytes_received: int
-    #: Frames written (the preface's counted; a header block counts once).
+    #: Frames written, the preface's included. A header block counts once, and so
+    #: does each batch of frames h2 queued by itself in answer to the peer (SETTINGS
+    #: and PING acks, resets), so this is a lower bound.
     frames_sent: int
     #: Frames received and processed (a header block counts once).
     frames_received: int
