@@ -409,7 +409,20 @@ async def open_connection(
         ConnectionLostError: cannot connect (the reason is in the message), no
             connection within ``connect_timeout``, the TLS handshake failed, or the
             server did not select ALPN "h2".
+        ValueError: at once: ``host`` is not a host name or address (a URL, say), or
+            ``ssl_context`` is a server-side context (``PROTOCOL_TLS_SERVER``).
     """
+    if isinstance(host, str) and "/" in host:
+        raise ValueError(
+            f"host must be a host name or IP address, not {host!r}"
+            " (for a URL, pass its host and port: open_connection('example.com', 443,"
+            " ssl_context=ctx))"
+        )
+    if ssl_context is not None and ssl_context.protocol == ssl.PROTOCOL_TLS_SERVER:
+        raise ValueError(
+            "ssl_context is a server-side context; a client needs"
+            " ssl.create_default_context() (Purpose.SERVER_AUTH)"
+        )
     where = f"{host}:{port}"
     deadline = math.inf if connect_timeout is None else connect_timeout
     transport: trio.abc.Stream | None = None

@@ -65,6 +65,23 @@ INTERNAL_ERROR_RESPONSE = (
 PRE_ACK_STREAM_LIMIT = 100
 
 
+def _check_handler(handler: object) -> None:
+    """Refuse a handler that is not callable, before anything is served."""
+    if not callable(handler):
+        raise TypeError(
+            f"handler must be an async function taking the stream, not {type(handler).__name__}"
+        )
+
+
+def _check_server_context(ssl_context: ssl.SSLContext | None) -> None:
+    """Refuse a client-side TLS context where a server needs one."""
+    if ssl_context is not None and ssl_context.protocol == ssl.PROTOCOL_TLS_CLIENT:
+        raise ValueError(
+            "ssl_context is a client-side context (ssl.create_default_context() makes"
+            " one); a server needs ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)"
+        )
+
+
 def _content_length(headers: HeaderList) -> int | None:
     """The request's content-length: None if absent, -1 if invalid."""
     value = None
@@ -149,7 +166,13 @@ class _Admission:
         raised = False
         try:
             with scope:
-                await handler(stream)
+                awaitable = handler(stream)
+                if not hasattr(awaitable, "__await__"):
+                    raise TypeError(
+                        f"the handler {handler!r} returned {type(awaitable).__name__},"
+                        " not an awaitable: a handler must be an async function"
+                    )
+                await awaitable
         except (StreamResetError, ConnectionClosingError, ConnectionLostError) as exc:
             raised = True
             if stream._error is None:
@@ -322,7 +345,13 @@ async def serve_connection(
     Checkpoint: always. On cancellation: every handler is cancelled and the
     transport closed at once (use :meth:`ServerConnection.aclose` or
     :meth:`H2Server.aclose` for a graceful drain).
+
+    Raises:
+        TypeError: ``handler`` is not callable (nothing is written). A handler that
+            returns something other than an awaitable (a plain ``def``) is answered
+            with a 500 and logged as a TypeError, like any failing handler.
     """
+    _check_handler(handler)
     await _serve(transport, handler, config or TransportConfig(), None, task_status)
 
 
@@ -467,7 +496,11 @@ async def serve_listeners(
 
     Checkpoint: always. On cancellation: all connections are closed at once and the
     listeners closed.
+
+    Raises:
+        TypeError: ``handler`` is not callable (nothing is accepted).
     """
+    _check_handler(handler)
     config = config or TransportConfig()
     try:
         async with trio.open_nursery() as nursery:
@@ -543,7 +576,16 @@ async def serve_tcp(
 
     Checkpoint: always. On cancellation: all connections are closed at once and the
     listening sockets closed.
+
+    Raises:
+        TypeError: ``handler`` is not callable (before anything is bound).
+        ValueError: ``ssl_context`` is a client-side context (``PROTOCOL_TLS_CLIENT``,
+            what ``ssl.create_default_context()`` makes; a server needs
+            ``ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)``).
+        OSError: binding ``port`` failed.
     """
+    _check_handler(handler)
+    _check_server_context(ssl_context)
     tcp_listeners = await trio.open_tcp_listeners(port, host=host)
     listeners: list[trio.abc.Listener[Any]] = list(tcp_listeners)
     if ssl_context is not None:
@@ -573,6 +615,8 @@ async def open_server(
     Checkpoint: entering (binding; the server is listening once it returns) and
     leaving. On cancellation: entering, nothing remains listening; leaving, the drain
     stops and every connection is cancelled.
+
+    Raises (entering): as :func:`serve_tcp`.
     """
     async with _unwrap_single(), trio.open_nursery() as nursery:
         server: H2Server = await nursery.start(
