@@ -163,6 +163,10 @@ async def _send_body(stream: H2Stream, body: AsyncIterable[bytes]) -> None:
 class ClientConnection(metaclass=NoPublicConstructor):
     """An HTTP/2 client connection; open streams on it with :meth:`open_stream`."""
 
+    #: The ``:authority`` and ``:scheme`` of this connection's requests (ASCII).
+    authority: bytes
+    scheme: bytes
+
     def __init__(self, core: ConnectionCore, authority: bytes, scheme: bytes) -> None:
         self._core = core
         self.authority = authority

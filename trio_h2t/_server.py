@@ -434,6 +434,9 @@ class H2Server(metaclass=NoPublicConstructor):
     """A running server (from :func:`serve_listeners`, :func:`serve_tcp` or
     :func:`open_server`): its listeners, its port and a graceful stop."""
 
+    #: The listeners it serves on (closed once it stops).
+    listeners: list[trio.abc.Listener[Any]]
+
     def __init__(self, listeners: Sequence[trio.abc.Listener[Any]], nursery: trio.Nursery) -> None:
         self.listeners = list(listeners)  # immutable after init
         self._nursery = nursery  # immutable after init
