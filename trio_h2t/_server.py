@@ -166,13 +166,7 @@ class _Admission:
         raised = False
         try:
             with scope:
-                awaitable = handler(stream)
-                if not hasattr(awaitable, "__await__"):
-                    raise TypeError(
-                        f"the handler {handler!r} returned {type(awaitable).__name__},"
-                        " not an awaitable: a handler must be an async function"
-                    )
-                await awaitable
+                await handler(stream)
         except (StreamResetError, ConnectionClosingError, ConnectionLostError) as exc:
             raised = True
             if stream._error is None:
@@ -181,8 +175,14 @@ class _Admission:
                 # The stream failed under the handler (the peer reset it, or the
                 # connection ended) before it could be cancelled: not its bug.
                 log.debug("handler for stream %d stopped: %r", stream.stream_id, exc)
-        except Exception:
+        except Exception as exc:
             raised = True
+            tb = exc.__traceback__
+            if isinstance(exc, TypeError) and tb is not None and tb.tb_next is None:
+                # Raised by the ``await`` above, not inside the handler: it returned
+                # something that is not awaitable (a plain ``def``). Said here, off the
+                # hot path, instead of checking every handler's result.
+                exc.add_note(f"a handler must be an async function; {handler!r} is not")
             self._handler_failed(stream)
         finally:
             core.handlers_running -= 1
