@@ -38,8 +38,8 @@ How each number is measured
   received, or the whole reply message). p50/p90/p99 read the sorted latencies at
   index ``count * p / 100 - 1``, as grpc-go does; avg is the mean.
 - **frames/write** is loopy's ``LoopyStatistics``: frames framed / ``send_all``
-  calls over the window (client: ``ClientConnection.loopy_statistics()``; server:
-  ``core.loopy.statistics()`` of the ``ConnectionCore`` that ``serve_connection``
+  calls over the window (client: ``ClientConnection.statistics().loopy``; server:
+  ``statistics().loopy`` of the ``ServerConnection`` that ``serve_connection``
   reports through ``task_status``, fetched by a control request when the server is in
   another process).
 - **wire bytes/op** = bytes both loopies wrote in the window / operations.
@@ -339,7 +339,7 @@ class BenchServer:
         self.resp_body = b"x" * resp_size
         self.resp_message = message(resp_size)
         self.remote = remote  # in its own process: counts its own CPU and allocations
-        self.cores: list[Any] = []  # trio_h2t's ConnectionCore, one per connection
+        self.connections: list[trio_h2t.ServerConnection] = []
         self.profile_path: str | None = None
         self._profiler: cProfile.Profile | None = None
         self._steps: StepCounter | None = None
@@ -349,12 +349,12 @@ class BenchServer:
         transport: trio.abc.Stream,
         config: trio_h2t.TransportConfig,
     ) -> None:
-        """Serve one connection; keep its core to read loopy's counters."""
+        """Serve one connection; keep it to read loopy's counters."""
         async with trio.open_nursery() as nursery:
-            core = await nursery.start(
+            connection = await nursery.start(
                 _serve_connection_with_config, transport, self.handle, config
             )
-            self.cores.append(core)
+            self.connections.append(connection)
 
     async def handle(self, stream: trio_h2t.H2Stream) -> None:
         path = header_value(stream.headers, b":path") or b""
@@ -382,8 +382,8 @@ class BenchServer:
 
     def stats(self) -> dict[str, Any]:
         frames = send_alls = written = 0
-        for core in self.cores:
-            snap = core.loopy.statistics()
+        for connection in self.connections:
+            snap = connection.statistics().loopy
             frames += snap.frames
             send_alls += snap.send_alls
             written += snap.bytes_written
@@ -439,7 +439,7 @@ async def _serve_connection_with_config(
     handler: Callable[[trio_h2t.H2Stream], Awaitable[None]],
     config: trio_h2t.TransportConfig,
     *,
-    task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[trio_h2t.ServerConnection] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await trio_h2t.serve_connection(transport, handler, config=config, task_status=task_status)
 
@@ -655,7 +655,7 @@ async def control(conn: trio_h2t.ClientConnection, what: str) -> dict[str, Any]:
 async def snapshot(
     conn: trio_h2t.ClientConnection, server: BenchServer | None, what: str
 ) -> Snapshot:
-    loopy = conn.loopy_statistics()
+    loopy = conn.statistics().loopy
     when = time.perf_counter()
     cpu = time.process_time()
     timer = gc_timer()

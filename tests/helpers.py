@@ -34,6 +34,7 @@ from hyperframe.frame import Frame, GoAwayFrame
 from trio_h2t import (
     ClientConnection,
     H2Stream,
+    ServerConnection,
     TransportConfig,
     open_client_connection,
     serve_connection,
@@ -101,9 +102,10 @@ async def connected_pair(
     """
     client_t, server_t = trio.testing.memory_stream_pair()
     async with trio.open_nursery() as nursery:
-        core: ConnectionCore = await nursery.start(
+        server: ServerConnection = await nursery.start(
             functools.partial(serve_connection, server_t, handler, config=server_config)
         )
+        core = server._core  # the runtime object, for tests that look inside
         async with open_client_connection(client_t, config=client_config) as conn:
             yield conn, core
 
@@ -264,9 +266,10 @@ async def open_peer_client(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(handshake)
-        core: ConnectionCore = await nursery.start(
+        server: ServerConnection = await nursery.start(
             functools.partial(serve_connection, server_t, handler, config=server_config)
         )
+        core = server._core  # the runtime object, for tests that look inside
         await shaken.wait()
         yield peer, core
         await peer.transport.aclose()

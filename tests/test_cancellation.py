@@ -32,6 +32,7 @@ from trio_h2t import (
     ClientConnection,
     H2Server,
     H2Stream,
+    ServerConnection,
     TransportConfig,
     open_client_connection,
     open_connection,
@@ -597,7 +598,10 @@ async def test_cancel_server_graceful_close_still_ends_the_connection() -> None:
     async def case(n: int) -> bool:
         client_t, server_t = trio.testing.memory_stream_pair()
         async with trio.open_nursery() as nursery:
-            core: Any = await nursery.start(functools.partial(serve_connection, server_t, echo))
+            sc: ServerConnection = await nursery.start(
+                functools.partial(serve_connection, server_t, echo)
+            )
+            core = sc._core  # what H2Server.aclose runs per connection
             async with open_client_connection(client_t) as conn:
                 await still_serves(conn)
                 attempt = await cancel_at(n, core.graceful_close)
@@ -640,6 +644,66 @@ async def test_cancel_client_aclose_still_closes_the_connection() -> None:
 
 
 # ============================================================ every async call checkpoints
+
+
+async def test_cancel_server_connection_aclose_at_every_point() -> None:
+    """ServerConnection.aclose cancelled at each of its schedule points still ends the
+    connection: the running handler is cancelled ("shutdown"), serve_connection
+    returns, and the request in flight fails; uncancelled, the request completes."""
+
+    async def case(n: int) -> bool:
+        started = trio.Event()
+        release = trio.Event()
+        reasons: list[str | None] = []
+
+        async def handler(stream: H2Stream) -> None:
+            started.set()
+            try:
+                await release.wait()
+                await echo(stream)
+            finally:
+                reasons.append(stream.cancel_reason.kind if stream.cancel_reason else None)
+
+        client_t, server_t = trio.testing.memory_stream_pair()
+        returned = trio.Event()
+
+        async def run(task_status: trio.TaskStatus[ServerConnection]) -> None:
+            await serve_connection(server_t, handler, task_status=task_status)
+            returned.set()
+
+        outcome: list[object] = []
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                server: ServerConnection = await nursery.start(run)
+                async with open_client_connection(client_t) as conn:
+
+                    async def ask() -> None:
+                        try:
+                            outcome.append((await conn.request("POST", "/", body=b"x")).body)
+                        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                            outcome.append(exc)
+
+                    nursery.start_soon(ask)
+                    await started.wait()
+
+                    async def release_once_draining() -> None:
+                        await trio.testing.wait_all_tasks_blocked()  # aclose is waiting
+                        release.set()
+
+                    nursery.start_soon(release_once_draining)
+                    attempt = await cancel_at(n, server.aclose)
+                    await returned.wait()
+                    assert server.error is not None
+        if attempt.cancelled and reasons == ["shutdown"]:
+            # Cut short: the handler was cancelled, the request failed.
+            assert len(outcome) == 1
+            assert isinstance(outcome[0], trio.BrokenResourceError | trio.ClosedResourceError)
+        else:  # the drain ran its course (or was cancelled only after it)
+            assert reasons == [None]
+            assert outcome == [b"x"]
+        return attempt.fired
+
+    assert await sweep(case) >= 1
 
 
 async def test_every_public_async_call_checkpoints_fast_path_included() -> None:

@@ -49,6 +49,7 @@ from trio_h2t import (
     H2Server,
     H2Stream,
     RemoteProtocolError,
+    ServerConnection,
     StreamRefusedError,
     StreamResetError,
     TransportConfig,
@@ -57,7 +58,6 @@ from trio_h2t import (
     serve_connection,
     serve_tcp,
 )
-from trio_h2t._connection import ConnectionCore
 from trio_h2t._outstream import OUT_WAITING
 
 MiB = 1024 * 1024
@@ -141,7 +141,7 @@ async def test_bodies_larger_than_the_windows_arrive_intact(config: TransportCon
         ):
             assert await roundtrip(conn, body) == body
             # Both loopies wrote far more than one window, so credit came back.
-            assert conn.loopy_statistics().bytes_written > MiB
+            assert conn.statistics().loopy.bytes_written > MiB
             assert core.loopy.statistics().bytes_written > MiB
 
 
@@ -935,16 +935,16 @@ async def test_serve_connection_returns_after_graceful_close_while_client_stays(
     client_t, server_t = trio.testing.memory_stream_pair()
     server_returned = trio.Event()
 
-    async def run_server(task_status: trio.TaskStatus[ConnectionCore]) -> None:
+    async def run_server(task_status: trio.TaskStatus[ServerConnection]) -> None:
         await serve_connection(server_t, echo, task_status=task_status)
         server_returned.set()
 
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            core: ConnectionCore = await nursery.start(run_server)
+            server: ServerConnection = await nursery.start(run_server)
             async with open_client_connection(client_t) as conn:
                 assert await roundtrip(conn, b"before") == b"before"
-                await core.graceful_close()
+                await server.aclose()
                 await server_returned.wait()  # the client did nothing to help
                 await trio.testing.wait_all_tasks_blocked()
                 assert isinstance(conn.error, ConnectionClosingError)  # a clean close
@@ -1382,7 +1382,7 @@ async def test_connection_window_update_does_not_wake_a_stream_parked_on_its_own
             await peer.flush()
             await trio.testing.wait_all_tasks_blocked()
             assert s._out.state == OUT_WAITING
-            assert conn.loopy_statistics().data_frames == 0
+            assert conn.statistics().loopy.data_frames == 0
             peer.h2.increment_flow_control_window(6, stream_id=1)
             await peer.flush()
             await peer.read_until(lambda: bool(peer.events_of(h2.events.StreamEnded)))

@@ -5,11 +5,16 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import sys
+import typing
 
 import pytest
+from h2.errors import ErrorCodes
 
 import trio_h2t
 import trio_h2t.testing
+from trio_h2t._connection import ConnectionCore
+from trio_h2t._util import NoPublicConstructor
 
 PUBLIC_MODULES = [trio_h2t, trio_h2t.testing]
 
@@ -54,16 +59,185 @@ def test_private_modules_declare_all() -> None:
 
 
 def test_exceptions_follow_trio_vocabulary() -> None:
-    """Errors we cause subclass ClosedResourceError; errors from outside, Broken."""
+    """Errors we cause subclass ClosedResourceError; errors from outside, Broken; every
+    exported error class says whether its work may be retried."""
     import trio
 
     assert issubclass(trio_h2t.ConnectionClosingError, trio.ClosedResourceError)
     for cls in (
         trio_h2t.ConnectionLostError,
+        trio_h2t.GoAwayError,
         trio_h2t.H2ProtocolError,
+        trio_h2t.LocalProtocolError,
+        trio_h2t.RemoteProtocolError,
         trio_h2t.StreamResetError,
         trio_h2t.StreamRefusedError,
     ):
         assert issubclass(cls, trio.BrokenResourceError), cls
+    # A GOAWAY is the peer ending the connection: a ConnectionLostError, yet what it
+    # refused was never processed.
+    assert issubclass(trio_h2t.GoAwayError, trio_h2t.ConnectionLostError)
+    goaway = trio_h2t.GoAwayError(ErrorCodes.ENHANCE_YOUR_CALM, 7, b"slow down")
+    assert (goaway.error_code, goaway.last_stream_id, goaway.debug_data) == (
+        ErrorCodes.ENHANCE_YOUR_CALM,
+        7,
+        b"slow down",
+    )
+    assert goaway.retryable
+    errors = [
+        value
+        for name in trio_h2t.__all__
+        if inspect.isclass(value := getattr(trio_h2t, name)) and issubclass(value, Exception)
+    ]
+    assert trio_h2t.GoAwayError in errors
+    for error in errors:
+        assert isinstance(getattr(error, "retryable", None), bool), error
     assert trio_h2t.StreamRefusedError.retryable
+    assert trio_h2t.ConnectionClosingError.retryable
     assert not trio_h2t.StreamResetError.retryable
+    assert not trio_h2t.ConnectionLostError.retryable
+    assert not trio_h2t.H2ProtocolError.retryable
+
+
+# -- every annotation of a public name names only public types ----------------------
+
+#: Top-level packages whose types a public annotation may name besides trio_h2t's own
+#: exports: the standard library (``typing``, ``collections.abc``, ``ssl``...) and trio.
+_ALLOWED_PACKAGES = frozenset(sys.stdlib_module_names) | {"trio"}
+
+#: The one third-party type in the API: h2's enum of RFC 9113 §7 error codes
+#: (an ``IntEnum``), which ``error_code`` attributes hold for the codes it knows
+#: (docs/errors.md); applications import it from ``h2.errors``.
+_ALLOWED_TYPES: frozenset[object] = frozenset({ErrorCodes})
+
+
+def _exported() -> set[int]:
+    return {id(getattr(m, name)) for m in PUBLIC_MODULES for name in m.__all__}
+
+
+def _leaf_problems(tp: object, where: str, exported: set[int]) -> list[str]:
+    """Every type named in annotation ``tp`` that is not public, as messages."""
+    if tp is None or tp is type(None) or tp is Ellipsis or tp is typing.Any:
+        return []
+    if isinstance(tp, typing.TypeVar):
+        bounds = [tp.__bound__] if tp.__bound__ is not None else list(tp.__constraints__)
+        return [p for b in bounds for p in _leaf_problems(b, where, exported)]
+    if isinstance(tp, typing.ParamSpec | typing.TypeVarTuple):
+        return []
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return []
+    if origin is not None:
+        problems = _leaf_problems(origin, where, exported)
+        for arg in typing.get_args(tp):
+            if isinstance(arg, list):  # Callable[[A, B], R]
+                for a in arg:
+                    problems += _leaf_problems(a, where, exported)
+            else:
+                problems += _leaf_problems(arg, where, exported)
+        return problems
+    if isinstance(tp, typing.ForwardRef | str):
+        return [f"{where}: unresolved annotation {tp!r}"]
+    if tp in _ALLOWED_TYPES or typing.get_origin(tp) is not None:
+        return []
+    module = getattr(tp, "__module__", None)
+    if not isinstance(module, str):
+        return [f"{where}: {tp!r} has no module"]
+    if module.split(".")[0] == "trio_h2t":
+        return [] if id(tp) in exported else [f"{where}: {tp!r} is not exported"]
+    if module.split(".")[0] in _ALLOWED_PACKAGES:
+        return []
+    return [f"{where}: {tp!r} (from {module}) is not a public type"]
+
+
+def _private_modules() -> list[object]:
+    return [
+        importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(trio_h2t.__path__, "trio_h2t.")
+        if not info.name.endswith("__main__")
+    ]
+
+
+def _defining_globals(obj: object) -> dict[str, object]:
+    """The namespace of the module that defines ``obj`` (``__module__`` says
+    ``trio_h2t`` after the re-export fix-up, so it is found through the code)."""
+    if inspect.isfunction(obj):
+        return dict(inspect.unwrap(obj).__globals__)
+    for member in vars(obj).values():
+        fn = getattr(member, "__func__", member)
+        fn = getattr(fn, "fget", fn)
+        if inspect.isfunction(fn) and fn.__qualname__.startswith(obj.__qualname__ + "."):  # type: ignore[attr-defined]
+            return dict(inspect.unwrap(fn).__globals__)
+    for module in _private_modules():
+        if any(getattr(module, n, None) is obj for n in getattr(module, "__all__", ())):
+            return vars(module)
+    raise AssertionError(f"cannot find where {obj!r} is defined")
+
+
+def _hints(obj: object, home: dict[str, object]) -> dict[str, object]:
+    """``typing.get_type_hints`` of ``obj``, with names from its defining module
+    ``home``; a name it imports only under TYPE_CHECKING (a cycle) is taken from the
+    ``__all__`` of the private module that exports it."""
+    namespace: dict[str, object] = {}
+    for module in _private_modules():
+        namespace.update({n: getattr(module, n) for n in getattr(module, "__all__", ())})
+    namespace.update(home)
+    return typing.get_type_hints(obj, globalns=namespace)
+
+
+def _public_annotations() -> list[tuple[str, object]]:
+    """(where, annotation) for every annotation a user of the public API can see."""
+    found: list[tuple[str, object]] = []
+
+    def add_callable(fn: object, where: str) -> None:
+        for arg, tp in _hints(fn, _defining_globals(fn)).items():
+            found.append((f"{where}({arg})", tp))
+
+    for module in PUBLIC_MODULES:
+        for name in module.__all__:
+            value = getattr(module, name)
+            where = f"{module.__name__}.{name}"
+            if inspect.isfunction(value):
+                add_callable(value, where)
+            elif inspect.isclass(value):
+                # Class-level annotations: dataclass fields and declared attributes.
+                for attr, tp in _hints(value, _defining_globals(value)).items():
+                    if not attr.startswith("_"):
+                        found.append((f"{where}.{attr}", tp))
+                private_init = isinstance(value, NoPublicConstructor)
+                for attr, member in vars(value).items():
+                    if attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__")):
+                        continue
+                    if attr == "__init__" and private_init:
+                        continue
+                    if isinstance(member, property):
+                        if member.fget is not None:
+                            add_callable(member.fget, f"{where}.{attr}")
+                    elif isinstance(member, staticmethod | classmethod):
+                        add_callable(member.__func__, f"{where}.{attr}")
+                    elif inspect.isfunction(member):
+                        add_callable(member, f"{where}.{attr}")
+            elif typing.get_origin(value) is not None:  # an alias such as Handler
+                found.append((where, value))
+    return found
+
+
+def test_annotation_walk_sees_the_api() -> None:
+    """The walk below finds signatures, properties and dataclass fields (no silent pass)."""
+    wheres = {where for where, _ in _public_annotations()}
+    assert "trio_h2t.open_connection(ssl_context)" in wheres
+    assert "trio_h2t.H2Server.port(return)" in wheres
+    assert "trio_h2t.Response.headers" in wheres
+    assert "trio_h2t.Handler" in wheres
+    problems = _leaf_problems(ConnectionCore, "probe", _exported())
+    assert problems == [f"probe: {ConnectionCore!r} is not exported"]
+
+
+def test_public_annotations_name_only_public_types() -> None:
+    """Every annotation of a public name (function and method signatures, properties,
+    dataclass fields) names only builtins, stdlib, trio, or trio_h2t's exports."""
+    exported = _exported()
+    problems = [
+        p for where, tp in _public_annotations() for p in _leaf_problems(tp, where, exported)
+    ]
+    assert problems == []

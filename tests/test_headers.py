@@ -214,3 +214,14 @@ def test_accepted_blocks_are_remembered_within_their_bounds() -> None:
     assert len(accepted) == _headers.ACCEPTED_ENTRIES
     validate_to_send([(b"x-n", b"last")], response=False, trailer=True)
     assert accepted == {(_headers._TO_SEND, False, True, (b"x-n", b"last")): None}
+
+
+def test_uppercase_name_says_names_are_lowercase() -> None:
+    """A name refused only for its capitals says HTTP/2 names are lowercase; other
+    illegal names keep the plain message."""
+    with pytest.raises(ValueError, match=r"b'Content-Type': HTTP/2 field names are lowercase"):
+        validate_to_send(
+            [(b":status", b"200"), (b"Content-Type", b"x")], response=True, trailer=False
+        )
+    with pytest.raises(ValueError, match=r"Illegal header name b'x y'$"):
+        validate_to_send([(b":status", b"200"), (b"x y", b"x")], response=True, trailer=False)

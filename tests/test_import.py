@@ -50,6 +50,7 @@ SANS_IO = frozenset(
         "_hpack",
         "_items",
         "_outstream",
+        "_statistics",
         "_util",
         "_version",
     }
@@ -70,6 +71,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_h2state": frozenset({"_h2fast", "_h2fixes"}),
     "_items": frozenset(),
     "_outstream": frozenset(),
+    "_statistics": frozenset(),
     "_controlbuf": frozenset({"_exceptions", "_items"}),
     "_config": frozenset({"_controlbuf"}),
     "_messages": frozenset({"_exceptions"}),
@@ -90,7 +92,16 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_sniff": frozenset(),
     # Loopy knows the rest of its connection only through its LoopyCore protocol.
     "_loopy": frozenset(
-        {"_config", "_controlbuf", "_exceptions", "_h2state", "_items", "_outstream", "_stream"}
+        {
+            "_config",
+            "_controlbuf",
+            "_exceptions",
+            "_h2state",
+            "_items",
+            "_outstream",
+            "_statistics",
+            "_stream",
+        }
     ),
     "_connection": frozenset(
         {
@@ -102,6 +113,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_items",
             "_loopy",
             "_messages",
+            "_statistics",
             "_stream",
         }
     ),
@@ -113,9 +125,9 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_exceptions",
             "_headers",
             "_items",
-            "_loopy",
             "_messages",
             "_reader",
+            "_statistics",
             "_stream",
             "_util",
         }
@@ -126,8 +138,10 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_connection",
             "_exceptions",
             "_items",
+            "_messages",
             "_reader",
             "_sniff",
+            "_statistics",
             "_stream",
             "_util",
         }
@@ -140,6 +154,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_exceptions",
             "_messages",
             "_server",
+            "_statistics",
             "_stream",
             "_streamview",
             "_util",

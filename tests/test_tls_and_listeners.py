@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 import trustme
 
 import trio_h2t
@@ -228,3 +229,54 @@ async def test_connect_timeout_names_the_timeout() -> None:
             ):
                 pass  # pragma: no cover
     await listener.aclose()
+
+
+async def test_contexts_of_the_wrong_side_are_refused_at_once(
+    server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext
+) -> None:
+    """A client-side context given to a server, or a server-side one to a client, is a
+    ValueError naming the right call, before anything is bound or connected."""
+    with pytest.raises(ValueError, match=r"Purpose\.CLIENT_AUTH"):
+        async with trio_h2t.open_server(handler, 0, host="127.0.0.1", ssl_context=client_ctx):
+            pass  # pragma: no cover
+    with pytest.raises(ValueError, match="server-side context"):
+        async with trio_h2t.open_connection("127.0.0.1", 1, ssl_context=server_ctx):
+            pass  # pragma: no cover
+
+
+async def test_a_url_as_host_is_refused_with_the_fix() -> None:
+    """open_connection("http://...") says to pass the host and port, not a URL."""
+    with pytest.raises(ValueError, match="host must be a host name or IP address"):
+        async with trio_h2t.open_connection("http://127.0.0.1", 1):
+            pass  # pragma: no cover
+
+
+async def test_a_handler_that_is_not_callable_is_refused_before_serving() -> None:
+    """serve_tcp, serve_listeners and serve_connection refuse a non-callable handler."""
+    left, _right = trio.testing.memory_stream_pair()
+    with pytest.raises(TypeError, match="handler must be an async function"):
+        await trio_h2t.serve_connection(left, "not a handler")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="handler must be an async function"):
+        await trio_h2t.serve_listeners(None, [])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="handler must be an async function"):
+        async with trio_h2t.open_server(None, 0, host="127.0.0.1"):  # type: ignore[arg-type]
+            pass  # pragma: no cover
+
+
+async def test_a_plain_def_handler_gets_a_500_and_a_clear_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A handler written with ``def`` (it returns None) answers 500, and the log says
+    a handler must be an async function."""
+
+    def not_async(stream: trio_h2t.H2Stream) -> None:
+        """Forgot ``async``."""
+
+    with trio.fail_after(LIMIT):
+        async with (
+            trio_h2t.open_server(not_async, 0, host="127.0.0.1") as server,  # type: ignore[arg-type]
+            trio_h2t.open_connection("127.0.0.1", server.port) as conn,
+        ):
+            response = await conn.request("GET", "/")
+    assert response.status == 500
+    assert "a handler must be an async function" in caplog.text

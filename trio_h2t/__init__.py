@@ -12,7 +12,10 @@ public. ``tests/test_exports.py`` checks it.
   :func:`serve_listeners` (any ``trio.abc.Listener``) / :func:`serve_connection` (any
   ``trio.abc.Stream``) run ``handler(stream)`` (a :data:`Handler`) for each incoming
   stream; ``stream.request`` is its :class:`Request`, ``stream.cancel_reason`` a
-  :class:`CancelReason`.
+  :class:`CancelReason`. ``serve_connection`` reports a :class:`ServerConnection`,
+  the ``serve_*`` of many connections an :class:`H2Server`.
+- Statistics: ``statistics()`` of either connection gives a
+  :class:`ConnectionStatistics`, with the writer task's :class:`LoopyStatistics`.
 - Messages: :class:`Headers` (a read-only multi-dict), :class:`Request`,
   :class:`Response` (from ``ClientConnection.request``), :class:`TLSInfo`.
 - Errors: see ``_exceptions.py`` and ``docs/errors.md``.
@@ -45,10 +48,15 @@ from ._messages import (
 from ._server import (
     H2Server as H2Server,
     Handler as Handler,
+    ServerConnection as ServerConnection,
     open_server as open_server,
     serve_connection as serve_connection,
     serve_listeners as serve_listeners,
     serve_tcp as serve_tcp,
+)
+from ._statistics import (
+    ConnectionStatistics as ConnectionStatistics,
+    LoopyStatistics as LoopyStatistics,
 )
 from ._stream import H2Stream as H2Stream
 from ._streamview import H2StreamView as H2StreamView
@@ -60,6 +68,7 @@ __all__ = [
     "ClientConnection",
     "ConnectionClosingError",
     "ConnectionLostError",
+    "ConnectionStatistics",
     "GoAwayError",
     "H2ProtocolError",
     "H2Server",
@@ -68,9 +77,11 @@ __all__ = [
     "Handler",
     "Headers",
     "LocalProtocolError",
+    "LoopyStatistics",
     "RemoteProtocolError",
     "Request",
     "Response",
+    "ServerConnection",
     "StreamRefusedError",
     "StreamResetError",
     "TLSInfo",

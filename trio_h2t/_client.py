@@ -23,9 +23,9 @@ from ._exceptions import (
 )
 from ._headers import PERCENT_ENCODE_HINT, BodyRule
 from ._items import StartStream
-from ._loopy import LoopyStatistics
 from ._messages import Response
 from ._reader import Reader
+from ._statistics import ConnectionStatistics
 from ._stream import (
     H2Stream,
     HeaderList,
@@ -161,6 +161,10 @@ async def _send_body(stream: H2Stream, body: AsyncIterable[bytes]) -> None:
 @final
 class ClientConnection(metaclass=NoPublicConstructor):
     """An HTTP/2 client connection; open streams on it with :meth:`open_stream`."""
+
+    #: The ``:authority`` and ``:scheme`` of this connection's requests (ASCII).
+    authority: bytes
+    scheme: bytes
 
     def __init__(self, core: ConnectionCore, authority: bytes, scheme: bytes) -> None:
         self._core = core
@@ -308,9 +312,9 @@ class ClientConnection(metaclass=NoPublicConstructor):
         """
         return self._core.error
 
-    def loopy_statistics(self) -> LoopyStatistics:
-        """Counters of this connection's writer task."""
-        return self._core.loopy.statistics()
+    def statistics(self) -> ConnectionStatistics:
+        """A snapshot of the connection's counters and windows. Never checkpoints."""
+        return self._core.statistics()
 
     async def aclose(self) -> None:
         """Close gracefully: GOAWAY, let open streams finish (bounded), then stop.
@@ -431,7 +435,20 @@ async def open_connection(
         ConnectionLostError: cannot connect (the reason is in the message), no
             connection within ``connect_timeout``, the TLS handshake failed, or the
             server did not select ALPN "h2".
+        ValueError: at once: ``host`` is not a host name or address (a URL, say), or
+            ``ssl_context`` is a server-side context (``PROTOCOL_TLS_SERVER``).
     """
+    if isinstance(host, str) and "/" in host:
+        raise ValueError(
+            f"host must be a host name or IP address, not {host!r}"
+            " (for a URL, pass its host and port: open_connection('example.com', 443,"
+            " ssl_context=ctx))"
+        )
+    if ssl_context is not None and ssl_context.protocol == ssl.PROTOCOL_TLS_SERVER:
+        raise ValueError(
+            "ssl_context is a server-side context; a client needs"
+            " ssl.create_default_context() (Purpose.SERVER_AUTH)"
+        )
     where = f"{host}:{port}"
     deadline = math.inf if connect_timeout is None else connect_timeout
     transport: trio.abc.Stream | None = None

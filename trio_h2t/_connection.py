@@ -49,6 +49,7 @@ from ._h2state import GoAwayReceived, H2State, make_h2_state
 from ._items import CloseConnection, ControlItem, GoAway, ResetStream, WindowUpdate
 from ._loopy import FINAL_WRITE_TIMEOUT, Loopy
 from ._messages import CancelKind, CancelReason, ConnectionInfo, connection_info
+from ._statistics import ConnectionStatistics
 from ._stream import H2Stream
 
 __all__ = ["ConnectionCore"]
@@ -91,6 +92,13 @@ class ConnectionCore:
         self.initial_window_size = config.initial_window_size
         # owner: reader (loopy adds client streams when it writes their HEADERS).
         self._streams: dict[int, H2Stream] = {}
+        # Streams added to _streams, ever (statistics). Owner: whoever adds one: the
+        # reader (server admission) or loopy (register_client_stream).
+        self.streams_opened = 0
+        # What send_preface wrote before loopy started (statistics). Owner: the
+        # task running send_preface; set once.
+        self._preface_bytes = 0
+        self._preface_frames = 0
         # shared: the WindowOpened stream ids queued and not yet handled; the reader
         # adds (and queues an item only for an id not in it), loopy discards when it
         # handles one. Bounds those unthrottled items by the streams, whatever the
@@ -144,7 +152,10 @@ class ConnectionCore:
         extra = self.config.connection_window_size - RFC_DEFAULT_WINDOW
         if extra > 0:
             self.h2.increment_flow_control_window(extra)
-        await self.transport.send_all(self.h2.data_to_send())
+        data = self.h2.data_to_send()
+        self._preface_bytes = len(data)
+        self._preface_frames = 2 if extra > 0 else 1  # SETTINGS (+ WINDOW_UPDATE)
+        await self.transport.send_all(data)
 
     # ------------------------------------------------------------------ streams
 
@@ -176,6 +187,7 @@ class ConnectionCore:
         """Loopy wrote the HEADERS of a client stream: it now has an id."""
         stream.stream_id = stream_id
         self._streams[stream_id] = stream
+        self.streams_opened += 1
 
     def stream_closed(self, stream: H2Stream) -> None:
         """Both directions are over, or the stream was reset. Idempotent."""
@@ -497,6 +509,26 @@ class ConnectionCore:
     @property
     def open_streams(self) -> int:
         return len(self._streams)
+
+    def statistics(self) -> ConnectionStatistics:
+        """A snapshot of the counters and windows (``ConnectionStatistics``)."""
+        loopy = self.loopy.statistics()
+        h2 = self.h2
+        return ConnectionStatistics(
+            streams_open=len(self._streams),
+            streams_opened=self.streams_opened,
+            bytes_sent=self._preface_bytes + loopy.bytes_written,
+            bytes_received=h2.bytes_received,
+            frames_sent=self._preface_frames + loopy.frames,
+            frames_received=h2.frames_received,
+            send_window=h2.outbound_flow_control_window,
+            # What the peer may still send: the window we granted, less what it sent
+            # that we have not yet returned with a WINDOW_UPDATE.
+            receive_window=self.in_flow.limit - self.in_flow.unacked,
+            stream_send_window=h2.remote_settings.initial_window_size,
+            stream_receive_window=self.initial_window_size,
+            loopy=loopy,
+        )
 
     def streams(self) -> list[H2Stream]:
         return list(self._streams.values())

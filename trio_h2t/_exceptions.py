@@ -85,6 +85,9 @@ class GoAwayError(ConnectionLostError):
     """
 
     retryable: bool = True
+    error_code: ErrorCodes | int
+    last_stream_id: int
+    debug_data: bytes
 
     def __init__(self, error_code: int, last_stream_id: int, debug_data: bytes = b"") -> None:
         self.error_code = _code(error_code)
@@ -103,6 +106,7 @@ class H2ProtocolError(trio.BrokenResourceError):
     """
 
     retryable: bool = False
+    error_code: ErrorCodes | int
 
     def __init__(self, message: str, *, error_code: int = ErrorCodes.PROTOCOL_ERROR) -> None:
         super().__init__(message)
@@ -128,6 +132,9 @@ class StreamResetError(trio.BrokenResourceError):
     """
 
     retryable: bool = False
+    stream_id: int
+    error_code: ErrorCodes | int
+    remote: bool
 
     def __init__(self, stream_id: int, error_code: int, *, remote: bool = True) -> None:
         self.stream_id = stream_id

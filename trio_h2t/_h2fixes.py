@@ -331,6 +331,9 @@ class FixedConnection(h2.connection.H2Connection):
         self._preface_checked = False  # owner: reader: the peer's first frame was SETTINGS
         #: True when ``receive_data`` stopped at ``max_frames``: more may be buffered.
         self.input_pending = False  # owner: reader
+        # owner: reader (receive_data); for ConnectionStatistics.
+        self.bytes_received = 0
+        self.frames_received = 0
         self._primed = b""  # owner: reader: bytes read before h2 (``prime``), read first
         # Reads an oversized header block to its end (patch 5); the speed layer
         # replaces it with a caching one.
@@ -435,9 +438,11 @@ class FixedConnection(h2.connection.H2Connection):
         self.events_before_error = events
         self.input_pending = False
         if self._primed:
+            self.bytes_received += len(self._primed)
             self.incoming_buffer.add_data(self._primed)
             self._primed = b""
         if data:
+            self.bytes_received += len(data)
             self.incoming_buffer.add_data(data)
         self.incoming_buffer.max_frame_size = self.max_inbound_frame_size
         count = 0
@@ -464,6 +469,8 @@ class FixedConnection(h2.connection.H2Connection):
                 e.error_code = ErrorCodes.COMPRESSION_ERROR  # RFC 9113 §4.3
             self._terminate_connection(e.error_code)
             raise
+        finally:
+            self.frames_received += count
         self.events_before_error = []
         return events
 

@@ -98,6 +98,10 @@ _GOOD_NAMES = frozenset(
 
 def _check_name(name: bytes) -> None:
     if _NAME.fullmatch(name) is None:
+        if name != name.lower() and _NAME.fullmatch(name.lower()) is not None:
+            raise ProtocolError(
+                f"Illegal header name {name!r}: HTTP/2 field names are lowercase (RFC 9113 §8.2.1)"
+            )
         raise ProtocolError(f"Illegal header name {name!r}")
     if name in CONNECTION_HEADERS:
         raise ProtocolError(f"Connection-specific header field present: {name!r}.")

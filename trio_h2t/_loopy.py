@@ -62,7 +62,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from dataclasses import dataclass
 from typing import Protocol, final
 
 import trio
@@ -90,9 +89,10 @@ from ._items import (
     WindowUpdate,
 )
 from ._outstream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_EMPTY, OUT_WAITING
+from ._statistics import LoopyStatistics
 from ._stream import H2Stream
 
-__all__ = ["Loopy", "LoopyCore", "LoopyStatistics"]
+__all__ = ["Loopy", "LoopyCore"]
 
 log = logging.getLogger("trio_h2t")
 
@@ -162,22 +162,6 @@ class _Stop(Exception):
 
 
 @final
-@dataclass(frozen=True, slots=True)
-class LoopyStatistics:
-    """Counters of the writer task (a snapshot)."""
-
-    frames: int  #: frames framed (HEADERS blocks count once)
-    data_frames: int
-    send_alls: int  #: send_all calls
-    bytes_written: int
-    yields: int  #: times loopy yielded once to let producers fill the batch
-
-    @property
-    def frames_per_write(self) -> float:
-        return self.frames / self.send_alls if self.send_alls else 0.0
-
-
-@final
 class Loopy:
     """The writer task of one connection. Owner of everything below: loopy."""
 
@@ -210,6 +194,7 @@ class Loopy:
 
     def statistics(self) -> LoopyStatistics:
         return LoopyStatistics(
+            batches=self._cbuf.statistics().batches,
             frames=self._frames,
             data_frames=self._data_frames,
             send_alls=self._send_alls,

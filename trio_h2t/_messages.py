@@ -332,8 +332,9 @@ class Response:
 #:   protocol on it (a malformed request; ``error_code`` is the code we sent);
 #: - ``"connection-lost"``: the peer or the network ended the connection
 #:   (``error_code`` is the GOAWAY code for a protocol error, else None);
-#: - ``"shutdown"``: this side closed the connection: a graceful close (``H2Server.aclose``,
-#:   ``ClientConnection.aclose``) whose grace period ran out, or the server stopping.
+#: - ``"shutdown"``: this side closed the connection: a graceful close
+#:   (``H2Server.aclose``, ``ServerConnection.aclose``, ``ClientConnection.aclose``)
+#:   whose grace period ran out, or the server stopping.
 CancelKind = Literal["peer-reset", "stream-error", "connection-lost", "shutdown"]
 
 

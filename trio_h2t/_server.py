@@ -31,14 +31,17 @@ from ._config import TransportConfig
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
 from ._items import Data, Headers, PeerResponse, ResetStream
+from ._messages import TLSInfo
 from ._reader import Reader
 from ._sniff import sniff_preface
+from ._statistics import ConnectionStatistics
 from ._stream import H2Stream, HeaderList
 from ._util import ALPN_H2, NoPublicConstructor, unwrap_single
 
 __all__ = [
     "H2Server",
     "Handler",
+    "ServerConnection",
     "open_server",
     "serve_connection",
     "serve_listeners",
@@ -60,6 +63,23 @@ INTERNAL_ERROR_RESPONSE = (
 #: Streams a server accepts before the client has acknowledged our SETTINGS (h2's
 #: and httpcore's default limit), if our own limit is lower.
 PRE_ACK_STREAM_LIMIT = 100
+
+
+def _check_handler(handler: object) -> None:
+    """Refuse a handler that is not callable, before anything is served."""
+    if not callable(handler):
+        raise TypeError(
+            f"handler must be an async function taking the stream, not {type(handler).__name__}"
+        )
+
+
+def _check_server_context(ssl_context: ssl.SSLContext | None) -> None:
+    """Refuse a client-side TLS context where a server needs one."""
+    if ssl_context is not None and ssl_context.protocol == ssl.PROTOCOL_TLS_CLIENT:
+        raise ValueError(
+            "ssl_context is a client-side context (ssl.create_default_context() makes"
+            " one); a server needs ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)"
+        )
 
 
 def _request_fields(headers: HeaderList) -> tuple[int | None, bool]:
@@ -139,6 +159,7 @@ class _Admission:
         # handler first runs must still cancel it.
         stream._cancel_scope = trio.CancelScope()
         core._streams[sid] = stream
+        core.streams_opened += 1
         core._open_inbound += 1
         core.handlers_running += 1
         self._nursery.start_soon(self.run_handler, stream, name=f"h2-stream-{sid}")
@@ -162,8 +183,14 @@ class _Admission:
                 # The stream failed under the handler (the peer reset it, or the
                 # connection ended) before it could be cancelled: not its bug.
                 log.debug("handler for stream %d stopped: %r", stream.stream_id, exc)
-        except Exception:
+        except Exception as exc:
             raised = True
+            tb = exc.__traceback__
+            if isinstance(exc, TypeError) and tb is not None and tb.tb_next is None:
+                # Raised by the ``await`` above, not inside the handler: it returned
+                # something that is not awaitable (a plain ``def``). Said here, off the
+                # hot path, instead of checking every handler's result.
+                exc.add_note(f"a handler must be an async function; {handler!r} is not")
             self._handler_failed(stream)
         finally:
             core.handlers_running -= 1
@@ -226,14 +253,90 @@ class _Admission:
         return True
 
 
+@final
+class ServerConnection(metaclass=NoPublicConstructor):
+    """One HTTP/2 connection a server is serving: what :func:`serve_connection`
+    reports through ``task_status``.
+
+    Its addresses and TLS state (``peer``, ``local``, ``tls``: the same values
+    ``stream.request`` carries), its counters (:meth:`statistics`) and a graceful
+    close (:meth:`aclose`). The connection runs in ``serve_connection``'s task; this
+    object only looks at it, so it stays valid (and its statistics final) after the
+    connection ended.
+    """
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: ConnectionCore) -> None:
+        self._core = core  # immutable after init
+
+    def __repr__(self) -> str:
+        state = "open" if self._core.error is None else "closed"
+        return f"<trio_h2t.ServerConnection peer={self.peer!r} {state}>"
+
+    @property
+    def peer(self) -> tuple[str, int] | None:
+        """The client's ``(host, port)`` over TCP (also under TLS), else None."""
+        return self._core.connection_info().peer
+
+    @property
+    def local(self) -> tuple[str, int] | None:
+        """This side's ``(host, port)`` over TCP (also under TLS), else None."""
+        return self._core.connection_info().local
+
+    @property
+    def tls(self) -> TLSInfo | None:
+        """The TLS state (ALPN protocol, the client's certificate) over
+        ``trio.SSLStream``, else None."""
+        return self._core.connection_info().tls
+
+    @property
+    def open_streams(self) -> int:
+        """Streams open now."""
+        return self._core.open_streams
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the connection ended (a ``ConnectionClosingError`` after a clean
+        close), or None while it is serving."""
+        return self._core.error
+
+    def statistics(self) -> ConnectionStatistics:
+        """A snapshot of the connection's counters and windows. Never checkpoints."""
+        return self._core.statistics()
+
+    async def aclose(self, *, grace: float | None = None) -> None:
+        """Close gracefully: send GOAWAY (the client opens no new streams here),
+        let the streams in progress finish for up to ``grace`` seconds (default
+        ``config.graceful_close_timeout``), then cancel the handlers still running
+        (``cancel_reason.kind == "shutdown"``) and end the connection;
+        ``serve_connection`` then returns. Returns once the connection is over.
+
+        Checkpoint: always. On cancellation: the drain stops at once and the
+        connection is ended anyway (every handler cancelled, the transport closed).
+        """
+        core = self._core
+        try:
+            await core.graceful_close(timeout=grace)
+        finally:
+            # Cancelled (or loopy did not stop in time): end it now. fail() cancels
+            # the handlers ("shutdown") and finishes the control buffer, so loopy,
+            # then the reader, stop and serve_connection returns.
+            if core.error is None:
+                core.fail(ConnectionClosingError("the connection was closed"))
+
+
 async def serve_connection(
     transport: trio.abc.Stream,
     handler: Handler,
     *,
     config: TransportConfig | None = None,
-    task_status: trio.TaskStatus[ConnectionCore] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[ServerConnection] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve one HTTP/2 connection (h2c, prior knowledge) over any ``trio.abc.Stream``.
+
+    Use with ``nursery.start`` to get its :class:`ServerConnection` (addresses,
+    statistics, a graceful ``aclose``) once the preface is written.
 
     Each incoming stream runs ``await handler(stream)`` as a task in this connection's
     nursery. Returns when the connection is over (the peer closed it, a protocol error,
@@ -252,8 +355,15 @@ async def serve_connection(
     only: it is logged once at ERROR and does not raise here.
 
     Checkpoint: always. On cancellation: every handler is cancelled and the
-    transport closed at once (use :meth:`H2Server.aclose` for a graceful drain).
+    transport closed at once (use :meth:`ServerConnection.aclose` or
+    :meth:`H2Server.aclose` for a graceful drain).
+
+    Raises:
+        TypeError: ``handler`` is not callable (nothing is written). A handler that
+            returns something other than an awaitable (a plain ``def``) is answered
+            with a 500 and logged as a TypeError, like any failing handler.
     """
+    _check_handler(handler)
     await _serve(transport, handler, config or TransportConfig(), None, task_status)
 
 
@@ -262,7 +372,7 @@ async def _serve(
     handler: Handler,
     config: TransportConfig,
     registry: set[ConnectionCore] | None,
-    task_status: trio.TaskStatus[ConnectionCore],
+    task_status: trio.TaskStatus[ServerConnection],
 ) -> None:
     core = ConnectionCore(transport, client_side=False, config=config)
     # The preface and SETTINGS must arrive by then, the first-bytes sniff included.
@@ -270,7 +380,7 @@ async def _serve(
     try:
         async with trio.open_nursery() as nursery:
             reader = Reader(core, admit=_Admission(core, handler, nursery).admit)
-            task_status.started(core)
+            task_status.started(ServerConnection._create(core))
             try:
                 # Before our preface: an HTTP/1.x client gets an answer it can read.
                 first = await sniff_preface(transport, deadline)
@@ -351,6 +461,9 @@ class H2Server(metaclass=NoPublicConstructor):
     """A running server (from :func:`serve_listeners`, :func:`serve_tcp` or
     :func:`open_server`): its listeners, its port and a graceful stop."""
 
+    #: The listeners it serves on (closed once it stops).
+    listeners: list[trio.abc.Listener[Any]]
+
     def __init__(self, listeners: Sequence[trio.abc.Listener[Any]], nursery: trio.Nursery) -> None:
         self.listeners = list(listeners)  # immutable after init
         self._nursery = nursery  # immutable after init
@@ -413,7 +526,11 @@ async def serve_listeners(
 
     Checkpoint: always. On cancellation: all connections are closed at once and the
     listeners closed.
+
+    Raises:
+        TypeError: ``handler`` is not callable (nothing is accepted).
     """
+    _check_handler(handler)
     config = config or TransportConfig()
     try:
         async with trio.open_nursery() as nursery:
@@ -489,7 +606,16 @@ async def serve_tcp(
 
     Checkpoint: always. On cancellation: all connections are closed at once and the
     listening sockets closed.
+
+    Raises:
+        TypeError: ``handler`` is not callable (before anything is bound).
+        ValueError: ``ssl_context`` is a client-side context (``PROTOCOL_TLS_CLIENT``,
+            what ``ssl.create_default_context()`` makes; a server needs
+            ``ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)``).
+        OSError: binding ``port`` failed.
     """
+    _check_handler(handler)
+    _check_server_context(ssl_context)
     tcp_listeners = await trio.open_tcp_listeners(port, host=host)
     listeners: list[trio.abc.Listener[Any]] = list(tcp_listeners)
     if ssl_context is not None:
@@ -519,6 +645,8 @@ async def open_server(
     Checkpoint: entering (binding; the server is listening once it returns) and
     leaving. On cancellation: entering, nothing remains listening; leaving, the drain
     stops and every connection is cancelled.
+
+    Raises (entering): as :func:`serve_tcp`.
     """
     async with unwrap_single(), trio.open_nursery() as nursery:
         server: H2Server = await nursery.start(
