@@ -382,7 +382,7 @@ def run_name(r: dict[str, Any]) -> str:
 
 
 def run_key(r: dict[str, Any]) -> tuple[Any, ...]:
-    """What makes two results the same configuration (for ``compare`` and ``run.py``)."""
+    """What makes two results the same configuration (for ``compare``)."""
     configs = tuple(tuple(r.get(f"{side}_config") or ()) for side in ("client", "server"))
     return (r["workload"], r["network"], r["concurrency"], r["req_size"], r["resp_size"], configs)
 

@@ -124,6 +124,17 @@ class Recorder:
         self.total_ops = 0  # owner: workers; every completed operation
         self.latencies: list[float] = []  # owner: workers; operations in the window
         self.bytes_moved = 0  # owner: workers; body bytes both ways, window only (bulk)
+        #: operations left to start (None: no limit; icount.py runs an exact number)
+        self.budget: int | None = None  # owner: workers (set before they start)
+
+    def take(self) -> bool:
+        """May a worker start one more operation? (Called once per operation.)"""
+        if self.stopping:
+            return False
+        if self.budget is None:
+            return True
+        self.budget -= 1
+        return self.budget >= 0
 
 
 class Workload:
@@ -159,7 +170,7 @@ class Unary(Workload):
         expected = self.resp_size
         perf_counter = time.perf_counter
         latencies = rec.latencies
-        while not rec.stopping:
+        while rec.take():
             start = perf_counter()
             got = 0
             async with conn.open_stream(headers, end_stream=not body) as stream:
@@ -197,7 +208,7 @@ class GrpcUnary(Workload):
         expected = self.resp_size
         perf_counter = time.perf_counter
         latencies = rec.latencies
-        while not rec.stopping:
+        while rec.take():
             start = perf_counter()
             async with conn.open_stream(headers) as stream:
                 await stream.send_data(request, end_stream=True)
@@ -234,7 +245,7 @@ class Streaming(Workload):
         latencies = rec.latencies
         async with conn.open_stream(headers) as stream:
             first = True
-            while not rec.stopping:
+            while rec.take():
                 start = perf_counter()
                 await stream.send_data(request)
                 if first:
@@ -288,7 +299,7 @@ class Bulk(Workload):
         perf_counter = time.perf_counter
         crc32 = zlib.crc32
         latencies = rec.latencies
-        while not rec.stopping:
+        while rec.take():
             start = perf_counter()
             got = crc = 0
             async with conn.open_stream(headers, end_stream=not body) as stream:
