@@ -429,3 +429,11 @@ def test_run_compares_head_with_itself_side_by_side(tmp_path: Path) -> None:
     files = {r["side"]: Path(r["trio_h2t_file"]) for r in results}
     assert files["B"].is_relative_to(ROOT / "trio_h2t")  # the working tree
     assert not files["A"].is_relative_to(ROOT)  # a git archive of HEAD
+
+
+def test_micro_ceiling_runs_both_states() -> None:
+    """micro/ceiling.py still runs the unary exchange with stock h2 and with H2State."""
+    for state in ("h2", "trio_h2t"):
+        proc = script("micro/ceiling.py", "--state", state, "--runs", "1", "--rpcs", "200")
+        assert proc.returncode == 0, proc.stderr
+        assert "RPCs/s median" in proc.stdout

@@ -20,8 +20,8 @@ see them: open ``concurrency`` streams, pass the bytes, answer every request, pa
 bytes back, check that every response ended. RPCs/s = RPCs / wall time of the batches
 (``time.perf_counter``; CPU µs/RPC uses ``time.process_time`` instead); each run uses
 fresh connections and does ``--rpcs`` RPCs; the median of ``--runs`` runs is reported.
-The garbage collector is off while timing (the probe recipe of python-peers.md §1.9;
-``--gc`` leaves it on).
+The garbage collector is off while timing, so that the figure is h2's own work and
+not the collector's (``--gc`` leaves it on).
 
 ``--state h2`` (the default) uses stock ``h2.connection.H2Connection``, which counts
 open streams by scanning them on every new stream (h2 #1184). ``--state trio_h2t``
