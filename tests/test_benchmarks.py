@@ -27,7 +27,7 @@ BENCHMARKS = ROOT / "benchmarks"
 if str(ROOT) not in sys.path:  # benchmarks/ is a package of the repository, not installed
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import run, stats, targets, workloads  # noqa: E402
+from benchmarks import benchmain, run, stats, targets, workloads  # noqa: E402
 
 #: Upper bound for any subprocess in this file (seconds).
 PROC_TIMEOUT = 60
@@ -107,6 +107,16 @@ def test_benchmain_memory_unary_runs_and_writes_json(tmp_path: Path) -> None:
     assert result["qps"] > 0
     assert result["p50_ms"] <= result["p99_ms"]
     assert result["frames_per_write"] >= 1
+    for field in ("50_Latency:", "90_Latency:", "99_Latency:", "QPS:", "loopy frames per send_all"):
+        assert field in proc.stdout
+
+
+def test_benchmain_embedded_defaults_are_the_main_job() -> None:
+    """With no arguments benchmain runs unary, 100 streams, memory network, 0-byte bodies."""
+    args = benchmain.parser().parse_args([])
+    assert (args.workload, args.concurrency, args.network) == ("unary", 100, "memory")
+    assert (args.req_size, args.resp_size, args.duration, args.warmup) == (0, None, 5.0, 1.0)
+    assert workloads.make_workload(args.workload, args.req_size, args.resp_size).resp_size == 0
 
 
 def _fake_suite_results() -> list[dict[str, Any]]:
@@ -437,3 +447,18 @@ def test_micro_ceiling_runs_both_states() -> None:
         proc = script("micro/ceiling.py", "--state", state, "--runs", "1", "--rpcs", "200")
         assert proc.returncode == 0, proc.stderr
         assert "RPCs/s median" in proc.stdout
+
+
+def test_benchmain_compare_prints_before_after_percentage(tmp_path: Path) -> None:
+    """benchmain.py compare matches configurations and prints grpc-go's benchresult rows."""
+    base = {"workload": "unary", "network": "memory", "concurrency": 10}
+    base |= {"req_size": 0, "resp_size": 0, "python": "3", "h2": "4"}
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps([base | {"qps": 100.0}, base | {"qps": 300.0}]))
+    new.write_text(json.dumps([base | {"qps": 250.0}]))
+    proc = script("benchmain.py", "compare", str(old), str(new))
+    assert proc.returncode == 0, proc.stderr
+    assert "Unary-network_memory-maxConcurrentCalls_10" in proc.stdout
+    assert "(medians of 2 / 1 runs)" in proc.stdout
+    qps_row = next(line for line in proc.stdout.splitlines() if line.startswith("QPS"))
+    assert qps_row.split() == ["QPS", "200.0", "250.0", "+25.00%"]
