@@ -57,9 +57,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,6 +65,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+if not __package__:  # run as a script: import the parts from this directory's package
+    import importlib.util
+
+    _init = Path(__file__).resolve().with_name("__init__.py")
+    _spec = importlib.util.spec_from_file_location(
+        "benchmarks", _init, submodule_search_locations=[str(_init.parent)]
+    )
+    assert _spec is not None
+    assert _spec.loader is not None
+    sys.modules["benchmarks"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["benchmarks"])
+
+from benchmarks.stats import bootstrap_ratio, median
 
 HERE = Path(__file__).resolve().parent
 BENCHMAIN = HERE / "benchmain.py"
@@ -146,30 +158,6 @@ def run_step(step: Step, env: dict[str, str]) -> dict[str, Any]:
     if others is not None:
         step.others.append(others)
     return result
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
-def bootstrap_ratio(
-    top: list[float], bottom: list[float], *, resamples: int = 2000, level: float = 0.90
-) -> tuple[float, float]:
-    """A ``level`` percentile-bootstrap interval for median(top) / median(bottom).
-
-    Each side's rounds are resampled independently (with replacement); the seed is
-    fixed so the same results always print the same interval.
-    """
-    if not top or not bottom:
-        return float("nan"), float("nan")
-    rng = random.Random(0)
-    ratios = sorted(
-        statistics.median(rng.choices(top, k=len(top)))
-        / statistics.median(rng.choices(bottom, k=len(bottom)))
-        for _ in range(resamples)
-    )
-    tail = (1.0 - level) / 2
-    return ratios[int(tail * resamples)], ratios[min(resamples - 1, int((1 - tail) * resamples))]
 
 
 def step_key(result: dict[str, Any]) -> tuple[Any, ...]:
