@@ -213,6 +213,7 @@ def report(a: Side, b: Side, specs: list[Spec], rounds: int, level: float) -> li
     head = (
         f"{'workload':<30}{'A QPS':>9}{'B QPS':>9}  {'B/A [' + pct + ' interval]':<24}"
         f"{'verdict':<8}{'p50 ms A/B':>15}{'p99 ms A/B':>15}{'CPU µs/op A/B':>17}"
+        f"  {'CPU B/A [' + pct + ']':<22}"
     )
     lines = [
         f"A = {a.ref} ({a.commit}); B = {b.ref} ({b.commit}); {rounds} round(s), medians",
@@ -224,6 +225,9 @@ def report(a: Side, b: Side, specs: list[Spec], rounds: int, level: float) -> li
         qa, qb = values(ra, "qps"), values(rb, "qps")
         ratio = median(qb) / median(qa) if qa and qb and median(qa) else math.nan
         lo, hi = bootstrap_ratio(qb, qa, level=level)
+        ca, cb = values(ra, "cpu_us_per_op"), values(rb, "cpu_us_per_op")
+        cpu_ratio = median(cb) / median(ca) if ca and cb and median(ca) else math.nan
+        cpu_lo, cpu_hi = bootstrap_ratio(cb, ca, level=level)
         extra = ""
         mb_a, mb_b = values(ra, "mb_per_s"), values(rb, "mb_per_s")
         if mb_a and mb_b:
@@ -238,7 +242,8 @@ def report(a: Side, b: Side, specs: list[Spec], rounds: int, level: float) -> li
             f"{spec.label:<30}{median(qa):>9,.0f}{median(qb):>9,.0f}  "
             f"{f'{ratio:.3f}x [{lo:.3f}, {hi:.3f}]':<24}{verdict(lo, hi, min(len(qa), len(qb))):<8}"
             f"{pair('p50_ms', '.2f'):>15}{pair('p99_ms', '.2f'):>15}"
-            f"{pair('cpu_us_per_op', '.1f'):>17}{extra}"
+            f"{pair('cpu_us_per_op', '.1f'):>17}"
+            f"  {f'{cpu_ratio:.3f}x [{cpu_lo:.2f}, {cpu_hi:.2f}]':<22}{extra}"
         )
     if a.icount is not None and b.icount is not None:
         lines.append("")
@@ -247,6 +252,37 @@ def report(a: Side, b: Side, specs: list[Spec], rounds: int, level: float) -> li
             f"B {b.icount:,.0f}, B/A = {b.icount / a.icount:.4f}x"
         )
     return lines
+
+
+def spec_of(result: dict[str, Any]) -> Spec:
+    return Spec(
+        result["workload"],
+        result["network"],
+        int(result["concurrency"]),
+        int(result["req_size"]),
+        int(result["resp_size"]),
+    )
+
+
+def summarise(path: Path, level: float) -> int:
+    """``--from-json``: the summary of an earlier run, from its ``--json`` file."""
+    records: list[dict[str, Any]] = json.loads(path.read_text())
+    sides: dict[str, Side] = {}
+    specs: list[Spec] = []
+    for r in records:
+        side = sides.setdefault(r["side"], Side(r["side"], r["ref"], r["commit"], path))
+        if "icount" in r:
+            side.icount = float(r["icount"])
+            continue
+        spec = spec_of(r)
+        if spec not in specs:
+            specs.append(spec)
+        side.results.setdefault(spec, []).append(r)
+    if set(sides) != {"A", "B"}:
+        raise SystemExit(f"run.py: {path} does not hold both sides")
+    rounds = min(len(v) for side in sides.values() for v in side.results.values())
+    print("\n".join(report(sides["A"], sides["B"], specs, rounds, level)))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -271,7 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--icount-rpcs", type=int, default=500, help="icount.py --rpcs")
     p.add_argument("--icount-workload", default="unary", help="icount.py --workload")
     p.add_argument("--json", metavar="FILE", help="write every result of both sides to FILE")
+    p.add_argument(
+        "--from-json", metavar="FILE", help="run nothing: summarise a --json file of an earlier run"
+    )
     args = p.parse_args(argv)
+    if args.from_json:
+        return summarise(Path(args.from_json), args.level)
     specs: list[Spec] = args.workload or [parse_spec(s) for s in DEFAULT_WORKLOADS]
     for spec in specs:
         if spec.workload not in WORKLOADS:
@@ -315,6 +356,11 @@ def main(argv: list[str] | None = None) -> int:
                 for side in (a, b)
                 for results in side.results.values()
                 for r in results
+            ]
+            dump += [
+                {"side": side.name, "ref": side.ref, "commit": side.commit, "icount": side.icount}
+                for side in (a, b)
+                if side.icount is not None
             ]
             Path(args.json).write_text(json.dumps(dump, indent=1) + "\n")
         print()

@@ -439,6 +439,10 @@ def test_run_compares_head_with_itself_side_by_side(tmp_path: Path) -> None:
     files = {r["side"]: Path(r["trio_h2t_file"]) for r in results}
     assert files["B"].is_relative_to(ROOT / "trio_h2t")  # the working tree
     assert not files["A"].is_relative_to(ROOT)  # a git archive of HEAD
+    again = script("run.py", "--from-json", str(out))
+    assert again.returncode == 0, again.stderr
+    summary = proc.stdout[proc.stdout.rindex("A = HEAD") :]
+    assert again.stdout == summary
 
 
 def test_micro_ceiling_runs_both_states() -> None:
