@@ -213,7 +213,7 @@ def report(a: Side, b: Side, specs: list[Spec], rounds: int, level: float) -> li
     head = (
         f"{'workload':<30}{'A QPS':>9}{'B QPS':>9}  {'B/A [' + pct + ' interval]':<24}"
         f"{'verdict':<8}{'p50 ms A/B':>15}{'p99 ms A/B':>15}{'CPU µs/op A/B':>17}"
-        f"  {'CPU B/A [' + pct + ']':<22}"
+        f"  {'CPU B/A [' + pct + ']'}"
     )
     lines = [
         f"A = {a.ref} ({a.commit}); B = {b.ref} ({b.commit}); {rounds} round(s), medians",
@@ -243,7 +243,7 @@ def report(a: Side, b: Side, specs: list[Spec], rounds: int, level: float) -> li
             f"{f'{ratio:.3f}x [{lo:.3f}, {hi:.3f}]':<24}{verdict(lo, hi, min(len(qa), len(qb))):<8}"
             f"{pair('p50_ms', '.2f'):>15}{pair('p99_ms', '.2f'):>15}"
             f"{pair('cpu_us_per_op', '.1f'):>17}"
-            f"  {f'{cpu_ratio:.3f}x [{cpu_lo:.2f}, {cpu_hi:.2f}]':<22}{extra}"
+            f"  {f'{cpu_ratio:.3f}x [{cpu_lo:.2f}, {cpu_hi:.2f}]':<22}{extra}".rstrip()
         )
     if a.icount is not None and b.icount is not None:
         lines.append("")
