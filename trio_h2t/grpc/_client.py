@@ -21,7 +21,7 @@ the response's DATA with a sans-IO ``MessageDecoder`` and reads the status from
 the trailers (or from the headers of a trailers-only response, or derives it from
 the HTTP status or the RST_STREAM code, ``_status.py``).
 
-Only trio_h2t's public API is used (``tests/test_grpc_wire.py`` checks it).
+Only trio_h2t's public API is used (``tests/grpc_layer/test_wire.py`` checks it).
 """
 
 from __future__ import annotations
@@ -175,6 +175,12 @@ class Call(Generic[Req, Resp]):
     def trailing_metadata(self) -> Metadata | None:
         """The trailing metadata, once the call has ended."""
         return self._trailing
+
+    @property
+    def response_encoding(self) -> str | None:
+        """The response's ``grpc-encoding`` ("gzip", "deflate"), once its headers
+        arrived; None for identity (no compression)."""
+        return self._response_encoding
 
     def cancel(self) -> None:
         """Cancel the call: RST_STREAM(CANCEL). Synchronous and idempotent; later

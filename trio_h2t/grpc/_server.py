@@ -21,7 +21,7 @@ trailers-only response (one HEADERS frame with END_STREAM). A handler that raise
 UNKNOWN, logged on the ``trio_h2t.grpc`` logger with its traceback, none of which
 goes on the wire.
 
-Only trio_h2t's public API is used (``tests/test_grpc_wire.py`` checks it).
+Only trio_h2t's public API is used (``tests/grpc_layer/test_wire.py`` checks it).
 """
 
 from __future__ import annotations
