@@ -368,7 +368,11 @@ class ServicerContext:
                 await self._stream.send_trailers(block)
             else:
                 # Trailers-only (PROTOCOL-HTTP2.md): one HEADERS frame, END_STREAM.
-                head = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+                head = [
+                    (b":status", b"200"),
+                    (b"content-type", b"application/grpc"),
+                    (b"grpc-accept-encoding", ACCEPT_ENCODING.encode()),
+                ]
                 self._headers_sent = True
                 await self._stream.send_headers(head + block, end_stream=True)
         except _TRANSPORT_ERRORS as exc:
@@ -586,7 +590,6 @@ class Server:
             return
         encoding = headers.get("grpc-encoding")
         if encoding is not None and encoding != "identity" and encoding not in SUPPORTED_ENCODINGS:
-            context._initial = [(b"grpc-accept-encoding", ACCEPT_ENCODING.encode())]
             await context._send_status(
                 StatusCode.UNIMPLEMENTED, f"grpc-encoding {encoding!r} is not supported", Metadata()
             )
