@@ -9,9 +9,10 @@ import pkgutil
 import pytest
 
 import trio_h2t
+import trio_h2t.grpc
 import trio_h2t.testing
 
-PUBLIC_MODULES = [trio_h2t, trio_h2t.testing]
+PUBLIC_MODULES = [trio_h2t, trio_h2t.testing, trio_h2t.grpc]
 
 
 @pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)

@@ -594,3 +594,26 @@ async def test_many_concurrent_calls_on_one_connection() -> None:
                 for i in range(1000):
                     nursery.start_soon(functools.partial(one, i))
     assert sorted(results) == sorted(str(i).encode() for i in range(1000))
+
+
+async def test_server_answering_early_ends_the_call() -> None:
+    """A stream-unary server answering before the requests end: the call returns; a
+    later send raises ClosedResourceError; an endless request iterator is stopped."""
+
+    async def early(requests: AsyncIterator[bytes], context: grpc.ServicerContext) -> bytes:
+        await requests.__anext__()
+        return b"enough"
+
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            yield b"x" * 10_000
+
+    server = grpc.Server([{"/e.E/Early": grpc.stream_unary_handler(early)}])
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(server) as ch:
+            assert await ch.stream_unary("/e.E/Early")(endless()) == b"enough"
+            async with ch.stream_unary("/e.E/Early").open() as call:
+                await call.send_message(b"1")
+                assert await call.receive_response() == b"enough"
+                with pytest.raises(trio.ClosedResourceError, match="already ended"):
+                    await call.send_message(b"2")

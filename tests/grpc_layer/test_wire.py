@@ -369,3 +369,32 @@ def test_rpc_error_fields() -> None:
     assert err.status_details == b"\x08"
     with pytest.raises(ValueError, match="OK"):
         grpc.RpcError(grpc.StatusCode.OK)
+
+
+def _public_async_functions() -> list[tuple[str, object]]:
+    import inspect
+
+    found: list[tuple[str, object]] = []
+    for name in grpc.__all__:
+        obj = getattr(grpc, name)
+        if inspect.iscoroutinefunction(obj):
+            found.append((name, obj))
+        if inspect.isclass(obj):
+            for attr, member in vars(obj).items():
+                if attr.startswith("_") and attr not in ("__call__", "__anext__"):
+                    continue
+                if inspect.iscoroutinefunction(member):
+                    found.append((f"{name}.{attr}", member))
+    return found
+
+
+def test_public_async_docstrings_state_checkpoint_and_cancellation() -> None:
+    """Every public async function of trio_h2t.grpc says "Checkpoint:" and "On cancellation:"."""
+    found = _public_async_functions()
+    assert len(found) >= 10
+    missing = [
+        name
+        for name, fn in found
+        if "Checkpoint:" not in (fn.__doc__ or "") or "On cancellation:" not in (fn.__doc__ or "")
+    ]
+    assert missing == []

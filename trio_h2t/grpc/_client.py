@@ -217,14 +217,16 @@ class Call(Generic[Req, Resp]):
             RpcError: RESOURCE_EXHAUSTED if the message exceeds the channel's
                 ``max_send_message_size`` (nothing sent); the call's status if the
                 stream ended under it (a reset, the connection lost).
-            trio.ClosedResourceError: :meth:`done_writing` was called.
+            trio.ClosedResourceError: :meth:`done_writing` was called, or the call
+                already ended with status OK (the server needed no more requests).
         """
         await self._send(message, end=False)
 
     async def done_writing(self) -> None:
         """Half-close: tell the server no more requests follow. Idempotent.
 
-        Checkpoint: always.
+        Checkpoint: always. On cancellation: END_STREAM may or may not have been
+        queued; the call's block resets the stream anyway.
         """
         if self._writing_done:
             await trio.lowlevel.checkpoint()
@@ -238,6 +240,11 @@ class Call(Generic[Req, Resp]):
     async def _send(self, message: Req, *, end: bool) -> None:
         if self._writing_done:
             raise trio.ClosedResourceError("done_writing() was called on this call")
+        if self._code is not None:
+            # The call has ended (its status was received): nothing more is read.
+            if self._code != StatusCode.OK:
+                raise self._rpc_error()
+            raise trio.ClosedResourceError("the call has already ended with status OK")
         payload = self._serializer(message)
         limit = self._channel.max_send_message_size
         if limit is not None and len(payload) > limit:
@@ -269,7 +276,8 @@ class Call(Generic[Req, Resp]):
     async def initial_metadata(self) -> Metadata:
         """Wait for the response headers; return their metadata.
 
-        Checkpoint: always. Raises RpcError if the call ends without headers.
+        Checkpoint: always. On cancellation: nothing is consumed.
+        Raises RpcError if the call ends without headers.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         await self._receive_headers()
@@ -311,7 +319,9 @@ class Call(Generic[Req, Resp]):
             self._set_status(status_from_http(http), f"unexpected HTTP status code {http}")
             raise self._rpc_error()
         if grpc_status is not None:
-            # Trailers-only (PROTOCOL-HTTP2.md): the status is in the headers.
+            # Trailers-only (PROTOCOL-HTTP2.md): the status is in the headers, and
+            # their metadata is trailing metadata (as grpc-go and grpcio read it).
+            self._initial = Metadata()
             self._finish(headers)
             return
         if content_type is None or not content_type.startswith(b"application/grpc"):
@@ -413,7 +423,10 @@ class Call(Generic[Req, Resp]):
         return self
 
     async def __anext__(self) -> Resp:
-        """The next response message; the iteration ends with an OK status."""
+        """The next response message; the iteration ends with an OK status.
+
+        Checkpoint: always. On cancellation: no message is lost.
+        """
         try:
             return await self.receive_message()
         except trio.EndOfChannel:
@@ -422,8 +435,9 @@ class Call(Generic[Req, Resp]):
     async def receive_response(self) -> Resp:
         """The single response of a unary-response call, once the call has ended OK.
 
-        Checkpoint: always. Raises RpcError: the status, or INTERNAL if the server
-        sent no message or more than one.
+        Checkpoint: always. On cancellation: the message read so far is lost (the
+        call's block resets the stream anyway). Raises RpcError: the status, or
+        INTERNAL if the server sent no message or more than one.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         payload = await self._next_payload()
@@ -663,6 +677,10 @@ async def _send_all(call: Call[Any, Any], requests: Iterable[Any] | AsyncIterabl
         await call.done_writing()
     except RpcError:
         pass  # the call failed: the receiving side raises its status
+    except trio.ClosedResourceError:
+        if call.code is None:
+            raise
+        # The call ended first (the server answered before all requests were sent).
 
 
 @final
@@ -760,7 +778,10 @@ class StreamUnaryMethod(_Method[Req, Resp]):
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
     ) -> tuple[Resp, Call[Req, Resp]]:
-        """As calling it, and the ended :class:`Call`. Checkpoint: always."""
+        """As calling it, and the ended :class:`Call`.
+
+        Checkpoint: always. On cancellation: RST_STREAM(CANCEL).
+        """
         async with (
             self.open(timeout=timeout, metadata=metadata, compression=compression) as call,
             _unwrap_single(),

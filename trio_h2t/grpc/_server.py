@@ -316,7 +316,8 @@ class ServicerContext:
     async def send_initial_metadata(self, metadata: MetadataLike = ()) -> None:
         """Send the response headers now, with ``metadata``.
 
-        Checkpoint: always. Raises RuntimeError if they were already sent.
+        Checkpoint: always. On cancellation: the headers were not queued.
+        Raises RuntimeError if they were already sent.
         """
         if self._headers_sent:
             raise RuntimeError("the initial metadata was already sent")
@@ -329,14 +330,15 @@ class ServicerContext:
             block.append((b"grpc-encoding", self._encoding.encode()))
         block.append((b"grpc-accept-encoding", ACCEPT_ENCODING.encode()))
         block.extend(self._initial)
-        self._headers_sent = True
         await self._stream.send_headers(block)
+        self._headers_sent = True  # after: a cancelled send_headers queued nothing
 
     async def write(self, message: Any) -> None:
         """Send one response message (sending the headers first if needed).
 
-        Checkpoint: always. Raises RpcError(RESOURCE_EXHAUSTED) if the serialized
-        message exceeds the server's ``max_send_message_size``.
+        Checkpoint: always. On cancellation: the message was not queued (the
+        headers may have been). Raises RpcError(RESOURCE_EXHAUSTED) if the
+        serialized message exceeds the server's ``max_send_message_size``.
         """
         payload = self._serializer(message)
         limit = self._server.max_send_message_size
@@ -536,8 +538,8 @@ class Server:
     async def __call__(self, stream: H2Stream) -> None:
         """Serve one RPC on ``stream`` (the trio_h2t handler).
 
-        Checkpoint: always. On cancellation (the client reset the stream, the
-        connection ended): the handler is cancelled and nothing more is sent.
+        Checkpoint: always. On cancellation: (the client reset the stream, or the
+        connection ended) the handler is cancelled and nothing more is sent.
         """
         request = stream.request
         headers = request.headers
