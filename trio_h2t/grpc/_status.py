@@ -56,6 +56,9 @@ class StatusCode(enum.IntEnum):
     DATA_LOSS = 15
     UNAUTHENTICATED = 16
 
+    def __str__(self) -> str:
+        return f"StatusCode.{self.name}"  # not IntEnum's bare number
+
 
 def code_from_wire(value: bytes | str) -> StatusCode:
     """``grpc-status`` as a StatusCode; UNKNOWN for a value that is not a known code.
