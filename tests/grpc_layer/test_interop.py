@@ -218,3 +218,19 @@ async def test_our_client_compression_against_grpcio() -> None:
             resp, call = await ch.unary_unary("/test.Echo/Compressed").with_call(body)
             assert resp == body
             assert call.response_encoding == "gzip"
+
+
+async def test_our_client_1000_concurrent_calls_against_grpcio() -> None:
+    """1000 concurrent unary calls on one connection to grpcio all complete."""
+    results: list[bytes] = []
+    with trio.fail_after(120):
+        async with _grpcio_server() as (ch, _):
+            unary = ch.unary_unary("/test.Echo/Unary")
+
+            async def one(i: int) -> None:
+                results.append(await unary(str(i).encode()))
+
+            async with trio.open_nursery() as nursery:
+                for i in range(1000):
+                    nursery.start_soon(one, i)
+    assert sorted(results) == sorted(str(i).encode() for i in range(1000))

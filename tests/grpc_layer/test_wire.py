@@ -398,3 +398,12 @@ def test_public_async_docstrings_state_checkpoint_and_cancellation() -> None:
         if "Checkpoint:" not in (fn.__doc__ or "") or "On cancellation:" not in (fn.__doc__ or "")
     ]
     assert missing == []
+
+
+@pytest.mark.parametrize(
+    "cls", [grpc.Call, grpc.ServicerContext, grpc.UnaryUnaryMethod, grpc.StreamStreamMethod]
+)
+def test_factory_built_classes_have_no_public_constructor(cls: type) -> None:
+    """Calls, contexts and method objects are built by channels and servers only."""
+    with pytest.raises(TypeError, match="no public constructor"):
+        cls()

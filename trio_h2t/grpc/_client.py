@@ -62,6 +62,7 @@ from ._status import (
     status_from_http,
     status_from_rst,
 )
+from ._util import NoPublicConstructor
 
 __all__ = [
     "Call",
@@ -99,7 +100,7 @@ def _error_from_transport(exc: BaseException) -> tuple[StatusCode, str]:
 
 
 @final
-class Call(Generic[Req, Resp]):
+class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
     """One RPC in progress (built by a channel method; see ``docs/grpc.md``).
 
     Send with :meth:`send_message` and :meth:`done_writing`; receive with
@@ -513,7 +514,7 @@ class Channel:
         response_deserializer: Deserializer | None = None,
     ) -> UnaryUnaryMethod[Any, Any]:
         """A unary-unary method: ``await channel.unary_unary(path)(request)``."""
-        return UnaryUnaryMethod(self, method, request_serializer, response_deserializer)
+        return UnaryUnaryMethod._create(self, method, request_serializer, response_deserializer)
 
     def unary_stream(
         self,
@@ -523,7 +524,7 @@ class Channel:
         response_deserializer: Deserializer | None = None,
     ) -> UnaryStreamMethod[Any, Any]:
         """A unary-stream method: ``async with m(request) as call: async for r in call``."""
-        return UnaryStreamMethod(self, method, request_serializer, response_deserializer)
+        return UnaryStreamMethod._create(self, method, request_serializer, response_deserializer)
 
     def stream_unary(
         self,
@@ -533,7 +534,7 @@ class Channel:
         response_deserializer: Deserializer | None = None,
     ) -> StreamUnaryMethod[Any, Any]:
         """A stream-unary method: ``await m(requests)`` or ``async with m.open() as call``."""
-        return StreamUnaryMethod(self, method, request_serializer, response_deserializer)
+        return StreamUnaryMethod._create(self, method, request_serializer, response_deserializer)
 
     def stream_stream(
         self,
@@ -543,7 +544,7 @@ class Channel:
         response_deserializer: Deserializer | None = None,
     ) -> StreamStreamMethod[Any, Any]:
         """A stream-stream method: ``async with m(requests) as call`` or ``m.open()``."""
-        return StreamStreamMethod(self, method, request_serializer, response_deserializer)
+        return StreamStreamMethod._create(self, method, request_serializer, response_deserializer)
 
     @property
     def connection(self) -> ClientConnection:
@@ -613,7 +614,7 @@ class Channel:
                         stream = await stack.enter_async_context(self._conn.open_stream(headers))
                     except _TRANSPORT_ERRORS as exc:
                         raise RpcError(*_error_from_transport(exc)) from exc
-                    yield Call(self, stream, method, serializer, deserializer, encoding)
+                    yield Call._create(self, stream, method, serializer, deserializer, encoding)
             if scope.cancelled_caught:
                 raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
         finally:
@@ -622,7 +623,7 @@ class Channel:
                 self._idle.set()
 
 
-class _Method(Generic[Req, Resp]):
+class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
     __slots__ = ("_channel", "_deserializer", "_serializer", "method")
 
     def __init__(

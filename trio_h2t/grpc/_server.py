@@ -60,6 +60,7 @@ from ._metadata import (
     parse_timeout,
 )
 from ._status import RpcError, StatusCode, encode_grpc_message
+from ._util import NoPublicConstructor
 
 __all__ = [
     "GenericHandler",
@@ -207,7 +208,7 @@ def _unwrap(exc: BaseException) -> BaseException:
 
 
 @final
-class ServicerContext:
+class ServicerContext(metaclass=NoPublicConstructor):
     """What a handler knows about its call, and how it shapes the response.
 
     Built by the server, one per RPC; see ``docs/grpc.md``.
@@ -576,7 +577,9 @@ class Server:
             except ValueError as exc:
                 await _early_abort(stream, b"200", StatusCode.INTERNAL, str(exc))
                 return
-        context = ServicerContext(self, stream, path, metadata, deadline, accept, serializer)
+        context = ServicerContext._create(
+            self, stream, path, metadata, deadline, accept, serializer
+        )
         if method is None:
             service = path.rsplit("/", 1)[0].lstrip("/")
             paths = [*self._methods]
