@@ -617,3 +617,51 @@ async def test_server_answering_early_ends_the_call() -> None:
                 assert await call.receive_response() == b"enough"
                 with pytest.raises(trio.ClosedResourceError, match="already ended"):
                     await call.send_message(b"2")
+
+
+async def test_receives_checkpoint_even_when_a_message_is_buffered() -> None:
+    """receive_message, initial_metadata and the server's request iteration always
+    checkpoint, also when what they return is already buffered (three messages in
+    one DATA frame)."""
+    three = b"".join(grpc.encode_message(m) for m in (b"a", b"b", b"c"))
+    counted: list[int] = []
+
+    async def count_requests(
+        requests: AsyncIterator[bytes], context: grpc.ServicerContext
+    ) -> bytes:
+        n = 0
+        while True:
+            with trio.testing.assert_checkpoints():
+                try:
+                    await requests.__anext__()
+                except StopAsyncIteration:
+                    break
+            n += 1
+        counted.append(n)
+        return b""
+
+    async def raw(stream: trio_h2t.H2Stream) -> None:
+        if stream.request.path == "/c.C/Count":
+            await grpc.Server([{"/c.C/Count": grpc.stream_unary_handler(count_requests)}])(stream)
+            return
+        await stream.send_headers([(":status", "200"), ("content-type", "application/grpc")])
+        await stream.send_data(three)
+        await stream.send_trailers([("grpc-status", "0")])
+
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(raw) as ch:
+            async with ch.unary_stream("/r.R/Three")(b"") as call:
+                await call.initial_metadata()
+                with trio.testing.assert_checkpoints():
+                    await call.initial_metadata()  # already there
+                assert await call.receive_message() == b"a"
+                for expected in (b"b", b"c"):  # decoded with the first, buffered
+                    with trio.testing.assert_checkpoints():
+                        assert await call.receive_message() == expected
+            conn = ch.connection
+            extra = [("content-type", "application/grpc"), ("te", "trailers")]
+            async with conn.open_stream(conn.request_headers("POST", "/c.C/Count", extra)) as s:
+                await s.send_data(three, end_stream=True)
+                await s.receive_headers()
+                assert dict(await s.receive_trailers())[b"grpc-status"] == b"0"
+    assert counted == [3]

@@ -125,6 +125,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         "_serializer",
         "_stream",
         "_trailing",
+        "_waits",
         "_writing_done",
         "method",
     )
@@ -155,6 +156,9 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         self._code: StatusCode | None = None
         self._details: str | None = None
         self._trailing: Metadata | None = None
+        # Awaits on the stream so far: a public receive that made none still
+        # schedules once (cancel_shielded_checkpoint), as trio's rule asks.
+        self._waits = 0
 
     def __repr__(self) -> str:
         state = "active" if self._code is None else self._code.name
@@ -281,8 +285,11 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         Raises RpcError if the call ends without headers.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        waits = self._waits
         await self._receive_headers()
         assert self._initial is not None
+        if waits == self._waits:
+            await trio.lowlevel.cancel_shielded_checkpoint()
         return self._initial
 
     async def _receive_headers(self) -> None:
@@ -294,6 +301,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                 raise self._rpc_error()
             return
         try:
+            self._waits += 1
             headers = await self._stream.receive_headers()
         except _TRANSPORT_ERRORS as exc:
             self._initial = Metadata()
@@ -369,6 +377,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                     raise self._rpc_error()
                 return None
             try:
+                self._waits += 1
                 chunk = await stream.receive_some()
             except _TRANSPORT_ERRORS as exc:
                 self._set_status(*_error_from_transport(exc))
@@ -415,7 +424,10 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                 before it were received).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        waits = self._waits
         payload = await self._next_payload()
+        if waits == self._waits:
+            await trio.lowlevel.cancel_shielded_checkpoint()
         if payload is None:
             raise trio.EndOfChannel
         return self._deserialize(payload)
@@ -441,7 +453,10 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         INTERNAL if the server sent no message or more than one.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        waits = self._waits
         payload = await self._next_payload()
+        if waits == self._waits:
+            await trio.lowlevel.cancel_shielded_checkpoint()
         if payload is None:
             self._code = StatusCode.INTERNAL
             self._details = "the server sent no response message"

@@ -419,24 +419,33 @@ class _Requests:
             ) from exc
 
     async def next_payload(self) -> bytes | None:
-        """The next request message's bytes, or None once the client half-closed."""
-        while not self._messages:
-            if self._ended:
-                await trio.lowlevel.checkpoint()
-                return None
-            chunk = await self._stream.receive_some()
-            if chunk:
-                self._messages.extend(self._decoder.feed(chunk))
-            elif self._decoder.pending:
-                raise RpcError(StatusCode.INTERNAL, "the request ended inside a message")
-            else:
-                self._ended = True
+        """The next request message's bytes, or None once the client half-closed.
+
+        Checkpoint: always (once, without waiting, when a message is buffered).
+        """
+        if not self._messages:
+            while not self._messages:
+                if self._ended:
+                    await trio.lowlevel.checkpoint()
+                    return None
+                await self._read()
+        else:
+            await trio.lowlevel.checkpoint()
         compressed, payload = self._messages.popleft()
         if compressed:
             if self._encoding is None:
                 raise RpcError(StatusCode.INTERNAL, "compressed message without a grpc-encoding")
             payload = decompress(payload, self._encoding, self._max)
         return payload
+
+    async def _read(self) -> None:
+        chunk = await self._stream.receive_some()
+        if chunk:
+            self._messages.extend(self._decoder.feed(chunk))
+        elif self._decoder.pending:
+            raise RpcError(StatusCode.INTERNAL, "the request ended inside a message")
+        else:
+            self._ended = True
 
     async def single(self) -> Any:
         """The one request of a unary-request call (INTERNAL for none or several)."""
