@@ -665,3 +665,50 @@ async def test_receives_checkpoint_even_when_a_message_is_buffered() -> None:
                 await s.receive_headers()
                 assert dict(await s.receive_trailers())[b"grpc-status"] == b"0"
     assert counted == [3]
+
+
+async def test_messages_split_byte_by_byte_across_data_frames() -> None:
+    """Messages cut into one-byte DATA frames are reassembled, both ways."""
+    wire = b"".join(grpc.encode_message(m) for m in (b"", b"hello", b"x" * 300))
+
+    async def raw(stream: trio_h2t.H2Stream) -> None:
+        if stream.request.path == "/test.Echo/Concat":
+            await grpc.Server([Echo()])(stream)
+            return
+        await stream.send_headers([(":status", "200"), ("content-type", "application/grpc")])
+        for i in range(len(wire)):
+            await stream.send_data(wire[i : i + 1])
+        await stream.send_trailers([("grpc-status", "0")])
+
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(raw) as ch:
+            async with ch.unary_stream("/r.R/Split")(b"") as call:
+                assert [m async for m in call] == [b"", b"hello", b"x" * 300]
+            conn = ch.connection
+            extra = [("content-type", "application/grpc"), ("te", "trailers")]
+            headers = conn.request_headers("POST", "/test.Echo/Concat", extra)
+            async with conn.open_stream(headers) as stream:
+                for i in range(len(wire)):
+                    await stream.send_data(wire[i : i + 1])
+                await stream.end()
+                await stream.receive_headers()
+                body = await stream.read_all()
+                assert dict(stream.trailers or ())[b"grpc-status"] == b"0"
+    assert grpc.MessageDecoder().feed(body) == [(False, b"hello" + b"x" * 300)]
+
+
+async def test_rpc_error_carries_initial_metadata() -> None:
+    """A call failing after its headers raises an RpcError with their metadata."""
+
+    async def fails_late(request: bytes, context: grpc.ServicerContext) -> bytes:
+        await context.send_initial_metadata([("x-early", "yes")])
+        raise grpc.RpcError(grpc.StatusCode.UNAVAILABLE, "later")
+
+    server = grpc.Server([{"/l.L/Late": grpc.unary_unary_handler(fails_late)}])
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(server) as ch:
+            with pytest.raises(grpc.RpcError) as info:
+                await ch.unary_unary("/l.L/Late")(b"")
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
+    assert info.value.initial_metadata == [("x-early", "yes")]
+    assert info.value.trailing_metadata == []
