@@ -712,3 +712,32 @@ async def test_rpc_error_carries_initial_metadata() -> None:
     assert info.value.code == grpc.StatusCode.UNAVAILABLE
     assert info.value.initial_metadata == [("x-early", "yes")]
     assert info.value.trailing_metadata == []
+
+
+async def test_calls_over_tls() -> None:
+    """open_channel(ssl_context=...) talks to a Server behind open_server(ssl_context=...)."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    seen: list[object] = []
+
+    async def tls(request: bytes, context: grpc.ServicerContext) -> bytes:
+        seen.append(context.request.tls)
+        return request
+
+    server = grpc.Server([{"/t.T/Tls": grpc.unary_unary_handler(tls)}])
+    with trio.fail_after(LIMIT):
+        async with (
+            trio_h2t.open_server(server, 0, host="127.0.0.1", ssl_context=server_ctx) as h2server,
+            grpc.open_channel("127.0.0.1", h2server.port, ssl_context=client_ctx) as ch,
+        ):
+            assert await ch.unary_unary("/t.T/Tls")(b"secret") == b"secret"
+    [info] = seen
+    assert isinstance(info, trio_h2t.TLSInfo)
+    assert info.alpn_protocol == "h2"

@@ -27,6 +27,7 @@ Only trio_h2t's public API is used (``tests/grpc_layer/test_wire.py`` checks it)
 from __future__ import annotations
 
 import math
+import ssl
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -845,14 +846,15 @@ async def open_channel(
     host: str,
     port: int,
     *,
-    ssl_context: Any = None,
+    ssl_context: ssl.SSLContext | None = None,
     config: trio_h2t.TransportConfig | None = None,
     compression: str | None = None,
     max_receive_message_size: int | None = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
     max_send_message_size: int | None = None,
     metadata: MetadataLike = (),
 ) -> AsyncIterator[Channel]:
-    """Connect (``trio_h2t.open_connection``) and give a :class:`Channel` on it.
+    """Connect (``trio_h2t.open_connection``: h2c, or TLS with ``ssl_context``) and
+    give a :class:`Channel` on it; the other options are the Channel's.
 
     Leaving the block drains the channel (:meth:`Channel.aclose`), then the
     connection closes gracefully; leaving with an exception closes it at once.
