@@ -741,3 +741,45 @@ async def test_calls_over_tls() -> None:
     [info] = seen
     assert isinstance(info, trio_h2t.TLSInfo)
     assert info.alpn_protocol == "h2"
+
+
+async def test_streaming_handler_forms() -> None:
+    """A streaming response may come from an async generator, context.write, or an
+    async iterator a plain function returns; anything else is UNKNOWN."""
+
+    class Countdown:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def __aiter__(self) -> Countdown:
+            return self
+
+        async def __anext__(self) -> bytes:
+            await trio.lowlevel.checkpoint()
+            if self.n == 0:
+                raise StopAsyncIteration
+            self.n -= 1
+            return str(self.n).encode()
+
+    def iterator(request: bytes, context: grpc.ServicerContext) -> Countdown:
+        return Countdown(int(request))
+
+    def wrong(request: bytes, context: grpc.ServicerContext) -> int:
+        return 5
+
+    server = grpc.Server(
+        [
+            {
+                "/f.F/Iter": grpc.unary_stream_handler(iterator),
+                "/f.F/Wrong": grpc.unary_stream_handler(wrong),
+            }
+        ]
+    )
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(server) as ch:
+            async with ch.unary_stream("/f.F/Iter")(b"3") as call:
+                assert [m async for m in call] == [b"2", b"1", b"0"]
+            async with ch.unary_stream("/f.F/Wrong")(b"") as call:
+                with pytest.raises(grpc.RpcError) as info:
+                    await call.receive_message()
+    assert info.value.code == grpc.StatusCode.UNKNOWN

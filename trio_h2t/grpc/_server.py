@@ -31,7 +31,7 @@ import inspect
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol, TypeAlias, final, runtime_checkable
@@ -110,7 +110,8 @@ class MethodHandler:
     The handler is ``async def handler(request, context)`` (unary request) or
     ``async def handler(requests, context)`` (``requests`` an async iterator). A
     unary response is its return value; a streaming response is what it yields
-    (an async generator) or what it passes to ``await context.write(response)``.
+    (an async generator), what it passes to ``await context.write(response)``, or
+    the items of an async iterator a plain function returns.
     """
 
     kind: MethodKind
@@ -661,11 +662,20 @@ async def _dispatch(method: MethodHandler, requests: _Requests, context: Service
         if context._code in (None, StatusCode.OK):
             await context.write(response)
         return
-    if inspect.isasyncgenfunction(fn) or inspect.isasyncgenfunction(getattr(fn, "__func__", None)):
-        gen: AsyncIterator[Any] = fn(arg, context)
-        async with aclosing(gen) as responses:  # type: ignore[type-var]
+    # A streaming response: an async generator's yields, or what the coroutine
+    # passes to context.write (an async iterator returned by a plain function too).
+    result = fn(arg, context)
+    if inspect.isawaitable(result):
+        result = await result
+    if result is None:
+        return
+    if not hasattr(result, "__anext__"):
+        raise TypeError(f"a streaming handler returned {type(result).__name__}, not None")
+    if inspect.isasyncgen(result):
+        async with aclosing(result) as responses:
             async for response in responses:
                 await context.write(response)
         return
-    result: Awaitable[None] = fn(arg, context)
-    await result
+    iterator: AsyncIterator[Any] = result
+    async for response in iterator:
+        await context.write(response)
