@@ -48,6 +48,22 @@ def test_grpc_layer_imports_only_public_transport_names() -> None:
             assert module.split(".")[0] != "h2", f"{path.name}: {module}"
 
 
+#: Expressions that hold a transport object in trio_h2t/grpc (an H2Stream, a
+#: ClientConnection, a Request): no private attribute may be read through them.
+TRANSPORT_HOLDERS = {"stream", "self._stream", "self._conn", "conn", "request", "trio_h2t"}
+
+
+def test_grpc_layer_reads_no_private_transport_attribute() -> None:
+    """No ``stream._x`` / ``self._conn._x`` / ``trio_h2t._x`` in trio_h2t/grpc."""
+    for path in sorted(GRPC_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+                holder = ast.unparse(node.value)
+                if node.attr.startswith("__") and node.attr.endswith("__"):
+                    continue  # dunders (__version__, __anext__...) are public protocol
+                assert holder not in TRANSPORT_HOLDERS, f"{path.name}: {holder}.{node.attr}"
+
+
 def test_sans_io_modules_do_not_import_trio() -> None:
     """The wire modules use neither trio nor the transport, nor the task layer."""
     for name in SANS_IO:
