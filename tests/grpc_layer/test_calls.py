@@ -783,3 +783,36 @@ async def test_streaming_handler_forms() -> None:
                 with pytest.raises(grpc.RpcError) as info:
                     await call.receive_message()
     assert info.value.code == grpc.StatusCode.UNKNOWN
+
+
+async def test_lost_connection_is_unavailable() -> None:
+    """The server's side going away mid-call: the call fails with UNAVAILABLE."""
+    started = trio.Event()
+
+    async def hang(request: bytes, context: grpc.ServicerContext) -> bytes:
+        started.set()
+        await trio.sleep_forever()
+        raise AssertionError("not reached")
+
+    server = grpc.Server([{"/h.H/Hang": grpc.unary_unary_handler(hang)}])
+    client_t, server_t = trio.testing.memory_stream_pair()
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as outer:
+            serving = trio.CancelScope()
+
+            async def serve() -> None:
+                with serving:
+                    await trio_h2t.serve_connection(server_t, server)
+
+            outer.start_soon(serve)
+            async with trio_h2t.open_client_connection(client_t) as conn:
+                ch = grpc.Channel(conn)
+
+                async def kill() -> None:
+                    await started.wait()
+                    serving.cancel()  # closes the server's transport at once
+
+                outer.start_soon(kill)
+                with pytest.raises(grpc.RpcError) as info:
+                    await ch.unary_unary("/h.H/Hang")(b"")
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
