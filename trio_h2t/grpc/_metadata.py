@@ -28,6 +28,7 @@ from typing import TypeAlias, final, overload
 __all__ = [
     "Metadata",
     "MetadataLike",
+    "MetadataValue",
     "encode_timeout",
     "metadata_from_headers",
     "metadata_to_headers",
@@ -35,10 +36,6 @@ __all__ = [
 ]
 
 MetadataValue: TypeAlias = str | bytes
-#: What a metadata argument accepts: a Metadata, ``(key, value)`` pairs or a mapping.
-MetadataLike: TypeAlias = (
-    "Metadata | Iterable[tuple[str, MetadataValue]] | Mapping[str, MetadataValue]"
-)
 
 #: Reserved names an application may not send (PROTOCOL-HTTP2.md: "grpc-" is
 #: reserved; the rest are set by the protocol or are connection-specific, RFC 9113
@@ -160,6 +157,12 @@ class Metadata:
 
     def __repr__(self) -> str:
         return f"Metadata({list(self._pairs)!r})"
+
+
+#: What a metadata argument accepts: a Metadata, ``(key, value)`` pairs or a mapping.
+MetadataLike: TypeAlias = (
+    Metadata | Iterable[tuple[str, MetadataValue]] | Mapping[str, MetadataValue]
+)
 
 
 def encode_bin(value: bytes) -> bytes:
