@@ -220,10 +220,10 @@ class Reader:
         for ev in events:
             # A chain of ``type(ev) is C`` tests, not ``match ev: case C():``: on
             # CPython 3.11 each class pattern is an isinstance() call, and this loop
-            # runs for every event. Measured on this dispatch, ``match`` cost 3x the
-            # ``is`` chain per event and +0.75 % instructions per unary RPC
-            # (benchmarks/icount.py). mypy narrows ``ev`` on ``type(ev) is C``, so no
-            # assert is needed; no h2 event class subclasses another.
+            # runs for every event; on this dispatch ``match`` cost more per event and
+            # per unary RPC (benchmarks/README.md, Results). mypy narrows ``ev`` on
+            # ``type(ev) is C``, so no assert is needed; no h2 event class subclasses
+            # another.
             if type(ev) is DataReceived:
                 n = ev.flow_controlled_length
                 inc = self._in_flow.on_data(n)
