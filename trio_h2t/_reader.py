@@ -71,7 +71,6 @@ from ._items import (
     WindowOpened,
     WindowUpdate,
 )
-from ._stream import H2Stream
 
 __all__ = ["Admit", "Reader"]
 
@@ -237,7 +236,6 @@ class Reader:
                     self._put(Ping(BDP_PING_DATA))
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
-                    stream._body_received += len(ev.data)
                     stream._on_data(ev.data, n)
             elif type(ev) is RequestReceived:
                 announced |= self._on_request(ev)
@@ -258,11 +256,8 @@ class Reader:
             elif type(ev) is StreamEnded:
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
-                    expected = stream._content_length
-                    if expected is not None and expected != stream._body_received:
-                        self._malformed(stream)  # h2 checks only END_STREAM on DATA
-                        announced = True
-                        continue
+                    # A body short of (or over) its content-length never gets here:
+                    # _h2fixes ends that stream as malformed (RFC 9113 §8.1.1).
                     stream._on_end()
                     if stream._out.done:
                         core.stream_closed(stream)
@@ -297,17 +292,6 @@ class Reader:
         self._h2.reset_stream(ev.stream_id, ErrorCodes.REFUSED_STREAM)
         self._put(PeerResponse("rst"))
         return True
-
-    def _malformed(self, stream: H2Stream) -> None:
-        """RFC 9113 §8.1.1: a malformed request is a stream error PROTOCOL_ERROR."""
-        core = self._core
-        code = ErrorCodes.PROTOCOL_ERROR
-        self._h2.reset_stream(stream.stream_id, code)
-        self._put(PeerResponse("rst"))
-        core.cancel_handler(stream, "stream-error", code)
-        stream._fail(StreamResetError(stream.stream_id, code, remote=False))
-        self._put(StreamDone(stream))
-        core.stream_closed(stream)
 
     def _on_stream_reset(self, ev: h2.events.StreamReset) -> None:
         core = self._core

@@ -134,14 +134,12 @@ class H2Stream(metaclass=NoPublicConstructor):
     """
 
     __slots__ = (
-        "_body_received",
         "_body_rule",
         "_body_sent",
         "_cancel_reason",
         "_cancel_scope",
         "_chunks",
         "_closed",
-        "_content_length",
         "_continue_pending",
         "_core",
         "_end_queued",
@@ -182,10 +180,6 @@ class H2Stream(metaclass=NoPublicConstructor):
         # trio.BusyResourceError (as on any trio stream).
         self._recv_waiter: trio.lowlevel.Task | None = None
         self._send_waiter: trio.lowlevel.Task | None = None
-        # owner: reader. Server only: the request's content-length and the body
-        # bytes seen, checked when the request ends (RFC 9113 §8.1.1).
-        self._content_length: int | None = None
-        self._body_received = 0
         # Client only: the 1xx responses received, in order (at most
         # _h2state.MAX_INFORMATIONAL: h2 resets a stream past it; built on the first).
         self._informational: list[HeaderList] | None = None
