@@ -16,6 +16,7 @@ sees: a 500 if no headers went out, a RST_STREAM otherwise (docs/errors.md,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import ssl
@@ -36,7 +37,13 @@ from ._reader import Reader
 from ._sniff import sniff_preface
 from ._statistics import ConnectionStatistics
 from ._stream import H2Stream, HeaderList
-from ._util import ALPN_H2, NoPublicConstructor, unwrap_single
+from ._util import (
+    ALPN_H2,
+    NOT_TLS_REASONS,
+    TLS_ALERT_PROTOCOL_VERSION,
+    NoPublicConstructor,
+    unwrap_single,
+)
 
 __all__ = [
     "H2Server",
@@ -546,13 +553,33 @@ async def serve_listeners(
             await trio.aclose_forcefully(listener)
 
 
+#: Seconds the TLS alert to a client that does not speak TLS may take to write.
+FINAL_ALERT_WAIT = 1.0
+
+
 async def _tls_ok(stream: trio.SSLStream[Any], config: TransportConfig) -> bool:
     """Finish the TLS handshake; True if the client selected h2, else close it."""
     try:
         with trio.fail_after(config.handshake_timeout):
             await stream.do_handshake()
     except (trio.BrokenResourceError, trio.TooSlowError) as exc:
-        log.debug("TLS handshake failed: %r", exc)
+        cause = exc.__cause__
+        if isinstance(cause, ssl.SSLError) and cause.reason in NOT_TLS_REASONS:
+            # Not TLS at all (a plain h2c client's preface, an HTTP/1.x request):
+            # answer with a TLS alert, so a client that reads it can tell it reached
+            # a TLS port, and close at once.
+            log.debug(
+                "a client that does not speak TLS (%s; a plain h2c client?) reached a"
+                " TLS port: sent a TLS alert and closed",
+                cause.reason,
+            )
+            with (
+                trio.move_on_after(FINAL_ALERT_WAIT),
+                contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError),
+            ):
+                await stream.transport_stream.send_all(TLS_ALERT_PROTOCOL_VERSION)
+        else:
+            log.debug("TLS handshake failed: %r", exc)
         await trio.aclose_forcefully(stream)
         return False
     selected = stream.selected_alpn_protocol()
