@@ -62,11 +62,12 @@ class _StreamOpener:
         end_stream: bool,
         rule: BodyRule | None,
     ) -> None:
-        self._core = core
-        self._headers = headers  # checked (validate_to_send), all bytes
-        self._end_stream = end_stream
-        self._body_rule = rule  # what our content-length lets the body be (body_rule)
-        self._stream: H2Stream | None = None
+        self._core = core  # immutable after init
+        self._headers = headers  # immutable after init: checked (validate_to_send), bytes
+        self._end_stream = end_stream  # immutable after init
+        # immutable after init: what our content-length lets the body be (body_rule).
+        self._body_rule = rule
+        self._stream: H2Stream | None = None  # owner: stream task; set once, on entering
 
     async def __aenter__(self) -> H2Stream:
         if self._stream is not None:
@@ -167,9 +168,9 @@ class ClientConnection(metaclass=NoPublicConstructor):
     scheme: bytes
 
     def __init__(self, core: ConnectionCore, authority: bytes, scheme: bytes) -> None:
-        self._core = core
-        self.authority = authority
-        self.scheme = scheme
+        self._core = core  # immutable after init
+        self.authority = authority  # immutable after init
+        self.scheme = scheme  # immutable after init
 
     def open_stream(
         self,

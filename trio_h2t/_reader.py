@@ -127,8 +127,8 @@ class Reader:
         # immutable after init: the core's objects, held for the hot path (their
         # contents have the owners the core's tags give).
         self._streams = core._streams
-        self._in_flow = core.in_flow
-        self._bdp = core.bdp
+        self._in_flow = core.in_flow  # immutable after init (as above)
+        self._bdp = core.bdp  # immutable after init (as above)
 
     def _put(self, item: ControlItem) -> None:
         # After finish the connection is going away: nothing more is owed.
