@@ -280,3 +280,69 @@ async def test_a_plain_def_handler_gets_a_500_and_a_clear_log(
             response = await conn.request("GET", "/")
     assert response.status == 500
     assert "a handler must be an async function" in caplog.text
+
+
+async def test_plain_client_to_tls_server_is_told_to_use_tls(server_ctx: ssl.SSLContext) -> None:
+    """An h2c client reaching our TLS server fails at once, saying the server answered with TLS."""
+    with trio.fail_after(LIMIT):
+        async with trio_h2t.open_server(
+            handler, 0, host="127.0.0.1", ssl_context=server_ctx
+        ) as server:
+            with pytest.raises(trio_h2t.ConnectionLostError) as info:
+                async with trio_h2t.open_connection("127.0.0.1", server.port):
+                    pass  # pragma: no cover
+    message = str(info.value)
+    assert "the server answered with TLS" in message
+    assert "ssl_context=" in message
+
+
+async def test_tls_client_to_h2c_server_is_told_it_is_plain(client_ctx: ssl.SSLContext) -> None:
+    """A TLS client reaching our h2c server fails at once, asking if it is a plain h2c server."""
+    with trio.fail_after(LIMIT):
+        async with trio_h2t.open_server(handler, 0, host="127.0.0.1") as server:
+            with pytest.raises(trio_h2t.ConnectionLostError) as info:
+                async with trio_h2t.open_connection(
+                    "127.0.0.1", server.port, ssl_context=client_ctx
+                ):
+                    pass  # pragma: no cover
+    message = str(info.value)
+    assert "the server did not answer the TLS handshake" in message
+    assert "is it a plain h2c server?" in message
+    assert isinstance(info.value.__cause__, trio.BrokenResourceError)
+
+
+async def test_tls_server_answers_a_plain_preface_with_an_alert_and_closes(
+    server_ctx: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Our TLS server given an h2c preface sends one TLS alert record, closes, and logs why."""
+    caplog.set_level("DEBUG", logger="trio_h2t")
+    with trio.fail_after(LIMIT):
+        async with trio_h2t.open_server(
+            handler, 0, host="127.0.0.1", ssl_context=server_ctx
+        ) as server:
+            sock = await trio.open_tcp_stream("127.0.0.1", server.port)
+            await sock.send_all(
+                b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+            )
+            received = b""
+            while chunk := await sock.receive_some(100):
+                received += chunk
+            await sock.aclose()
+    assert received == b"\x15\x03\x01\x00\x02\x02\x46"  # fatal alert: protocol_version
+    assert any("does not speak TLS" in r.getMessage() for r in caplog.records)
+
+
+async def test_foreign_tls_handshake_record_is_named_as_tls() -> None:
+    """A server whose first bytes are a TLS handshake record (0x16 0x03) is reported as TLS."""
+    client_side, server_side = trio.testing.memory_stream_pair()
+
+    async def tls_server() -> None:
+        await server_side.send_all(b"\x16\x03\x03\x00\x31\x02\x00\x00\x2d\x03\x03" + bytes(8))
+        await server_side.aclose()
+
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tls_server)
+            with pytest.raises(trio_h2t.ConnectionLostError, match="answered with TLS"):
+                async with trio_h2t.open_client_connection(client_side, authority="x"):
+                    pass  # pragma: no cover

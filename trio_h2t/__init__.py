@@ -18,7 +18,9 @@ public. ``tests/test_exports.py`` checks it.
   :class:`ConnectionStatistics`, with the writer task's :class:`LoopyStatistics`.
 - Messages: :class:`Headers` (a read-only multi-dict), :class:`Request`,
   :class:`Response` (from ``ClientConnection.request``), :class:`TLSInfo`.
-- Errors: see ``_exceptions.py`` and ``docs/errors.md``.
+- Errors: see ``_exceptions.py`` and ``docs/errors.md``. :class:`ErrorCodes` is h2's
+  enum of RFC 9113 §7 error codes (``h2.errors.ErrorCodes``, re-exported as is): the
+  type of every ``error_code`` attribute for a code it knows.
 """
 
 from ._client import (
@@ -31,6 +33,7 @@ from ._config import TransportConfig as TransportConfig
 from ._exceptions import (
     ConnectionClosingError as ConnectionClosingError,
     ConnectionLostError as ConnectionLostError,
+    ErrorCodes as ErrorCodes,
     GoAwayError as GoAwayError,
     H2ProtocolError as H2ProtocolError,
     LocalProtocolError as LocalProtocolError,
@@ -69,6 +72,7 @@ __all__ = [
     "ConnectionClosingError",
     "ConnectionLostError",
     "ConnectionStatistics",
+    "ErrorCodes",
     "GoAwayError",
     "H2ProtocolError",
     "H2Server",

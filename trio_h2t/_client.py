@@ -34,7 +34,7 @@ from ._stream import (
     _check_bool,
     _check_payload,
 )
-from ._util import ALPN_H2, NoPublicConstructor, unwrap_single
+from ._util import ALPN_H2, NOT_TLS_REASONS, NoPublicConstructor, looks_like_tls, unwrap_single
 
 __all__ = [
     "ClientConnection",
@@ -62,11 +62,12 @@ class _StreamOpener:
         end_stream: bool,
         rule: BodyRule | None,
     ) -> None:
-        self._core = core
-        self._headers = headers  # checked (validate_to_send), all bytes
-        self._end_stream = end_stream
-        self._body_rule = rule  # what our content-length lets the body be (body_rule)
-        self._stream: H2Stream | None = None
+        self._core = core  # immutable after init
+        self._headers = headers  # immutable after init: checked (validate_to_send), bytes
+        self._end_stream = end_stream  # immutable after init
+        # immutable after init: what our content-length lets the body be (body_rule).
+        self._body_rule = rule
+        self._stream: H2Stream | None = None  # owner: stream task; set once, on entering
 
     async def __aenter__(self) -> H2Stream:
         if self._stream is not None:
@@ -167,9 +168,9 @@ class ClientConnection(metaclass=NoPublicConstructor):
     scheme: bytes
 
     def __init__(self, core: ConnectionCore, authority: bytes, scheme: bytes) -> None:
-        self._core = core
-        self.authority = authority
-        self.scheme = scheme
+        self._core = core  # immutable after init
+        self.authority = authority  # immutable after init
+        self.scheme = scheme  # immutable after init
 
     def open_stream(
         self,
@@ -360,7 +361,9 @@ async def open_client_connection(
             with trio.move_on_after(config.handshake_timeout):
                 await core.settings_received.wait()
             if core.error is not None or not core.settings_received.is_set():
-                err = _handshake_error(core.error, config.handshake_timeout)
+                err = _handshake_error(
+                    core.error, config.handshake_timeout, _unparsed(core), scheme
+                )
                 # GOAWAY before closing, also here: the protocol error's code (h2
                 # framed it), else NO_ERROR; bounded (ConnectionCore.abort).
                 await core.abort(err)
@@ -383,10 +386,27 @@ async def open_client_connection(
         await trio.aclose_forcefully(transport)
 
 
-def _handshake_error(error: BaseException | None, timeout: float) -> ConnectionLostError:
+def _unparsed(core: ConnectionCore) -> bytes:
+    """The first bytes the server sent that h2 could not parse (the handshake failed
+    before any frame was taken), for the error message; b"" if none."""
+    buffer = getattr(core.h2, "incoming_buffer", None)
+    return bytes(getattr(buffer, "_data", b"")[:16])
+
+
+def _handshake_error(
+    error: BaseException | None, timeout: float, first: bytes = b"", scheme: str = "http"
+) -> ConnectionLostError:
     """What ``open_client_connection`` raises when the handshake did not give a
-    usable connection: the message names the real cause, which is ``__cause__``."""
-    if isinstance(error, H2ProtocolError):
+    usable connection: the message names the real cause, which is ``__cause__``.
+    ``first`` is what the server sent that h2 could not parse: a TLS record there
+    means a plain (h2c) client reached a TLS server."""
+    if scheme == "http" and looks_like_tls(first):
+        message = (
+            f"the server answered with TLS (its first bytes {first!r} are a TLS record):"
+            " it serves HTTP/2 over TLS; connect with"
+            " open_connection(host, port, ssl_context=ssl.create_default_context())"
+        )
+    elif isinstance(error, H2ProtocolError):
         code = getattr(error.error_code, "name", error.error_code)
         message = f"the server broke HTTP/2 during the handshake (GOAWAY {code} sent): {error}"
     elif error is not None:
@@ -484,9 +504,14 @@ async def _start_tls(
         await tls.do_handshake()
     except trio.BrokenResourceError as exc:
         await trio.aclose_forcefully(tls)
-        raise ConnectionLostError(
-            f"TLS handshake with {where} failed: {exc.__cause__ or exc}"
-        ) from exc
+        cause = exc.__cause__
+        if isinstance(cause, ssl.SSLError) and cause.reason in NOT_TLS_REASONS:
+            raise ConnectionLostError(
+                f"TLS handshake with {where} failed: the server did not answer the TLS"
+                f" handshake (its answer is not TLS: {cause.reason}); is it a plain h2c"
+                " server? Connect without ssl_context for HTTP/2 with prior knowledge"
+            ) from exc
+        raise ConnectionLostError(f"TLS handshake with {where} failed: {cause or exc}") from exc
     except BaseException:
         await trio.aclose_forcefully(tls)
         raise

@@ -47,8 +47,8 @@ class TransportConfig:
     #: Bytes asked of the socket per read (grpc-go's ReadBufferSize: 32 KiB).
     read_buffer_size: int = 64 * 1024
     #: Frames the reader hands h2 per step before it yields to the other tasks
-    #: (0 = all that were read). Measured: 32 doubles unary QPS over TCP at 100
-    #: streams by letting the peers overlap (benchmarks/README.md).
+    #: (0 = all that were read). 32 lets the two peers overlap over TCP instead of
+    #: taking turns (the unary figures are in benchmarks/README.md, Results).
     max_frames_per_read: int = 32
     #: Loopy flushes once this many bytes are framed (grpc-go's WriteBufferSize).
     write_buffer_size: int = 64 * 1024

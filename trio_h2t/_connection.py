@@ -78,19 +78,24 @@ class ConnectionCore:
     ) -> None:
         self.config = config  # immutable after init
         self.client_side = client_side  # immutable after init
-        self.transport = transport  # reads: reader; writes: loopy
+        self.transport = transport  # immutable after init; reads: reader; writes: loopy
+        # immutable after init (the object). Its state: the reader (receive_data, and
+        # resets of streams it refuses), loopy (every other outbound call), any task's
+        # stream_closed (prunes closed streams); each call synchronous. Only loopy
+        # takes its bytes (data_to_send), after send_preface.
         self.h2: H2State = make_h2_state(
             client_side=client_side,
             max_concurrent_streams=config.max_concurrent_streams,
             initial_window_size=config.initial_window_size,
             max_header_list_size=config.max_header_list_size,
         )
-        self.cbuf = ControlBuffer(throttle_limit=config.throttle_limit)
-        self.loopy = Loopy(self, transport)
+        self.cbuf = ControlBuffer(throttle_limit=config.throttle_limit)  # immutable after init
+        self.loopy = Loopy(self, transport)  # immutable after init
 
         #: Stream window for new streams (grows with the BDP estimate). Owner: reader.
         self.initial_window_size = config.initial_window_size
-        # owner: reader (loopy adds client streams when it writes their HEADERS).
+        # shared: the reader adds server streams (admission), loopy client streams
+        # (when it writes their HEADERS); stream_closed removes, in any task.
         self._streams: dict[int, H2Stream] = {}
         # Streams added to _streams, ever (statistics). Owner: whoever adds one: the
         # reader (server admission) or loopy (register_client_stream).
@@ -98,7 +103,7 @@ class ConnectionCore:
         # What send_preface wrote before loopy started (statistics). Owner: the
         # task running send_preface; set once.
         self._preface_bytes = 0
-        self._preface_frames = 0
+        self._preface_frames = 0  # owner: as _preface_bytes
         # shared: the WindowOpened stream ids queued and not yet handled; the reader
         # adds (and queues an item only for an id not in it), loopy discards when it
         # handles one. Bounds those unthrottled items by the streams, whatever the
@@ -115,14 +120,20 @@ class ConnectionCore:
         )
 
         # -- lifecycle, shared: set once each
-        self.error: BaseException | None = None  # sticky: why the connection ended
+        # shared: sticky, set once by fail() (in any task): why the connection ended.
+        self.error: BaseException | None = None
         self.goaway_received: GoAwayReceived | None = None  # owner: reader
         self.goaway_sent_last_id: int | None = None  # owner: loopy
-        self.closing = False  # graceful close started: no new streams from us
-        self._idle = trio.Event()  # set when no stream is open while closing
-        self.settings_received = trio.Event()  # the peer's first SETTINGS arrived
-        # Set once the connection is over: by fail(), or (after a protocol error,
-        # once the GOAWAY is flushed) when loopy exits.
+        # shared: set once, never cleared, by whichever task starts closing (the
+        # application's aclose, abort, or, after the client's GOAWAY, the task that
+        # ends the last stream or handler): no new streams from us.
+        self.closing = False
+        # shared: set by the task that closes the last stream while closing, or fail().
+        self._idle = trio.Event()
+        # shared: set by the reader (the peer's first SETTINGS arrived), or by fail().
+        self.settings_received = trio.Event()
+        # shared: set once the connection is over: by fail() (any task), or (after a
+        # protocol error, once the GOAWAY is flushed) when loopy exits.
         self.done = trio.Event()
         self.eof_seen = False  # owner: reader: the peer closed its side
         # shared: entered once by the reader around its loop; cancelled by
@@ -130,15 +141,19 @@ class ConnectionCore:
         self.reader_scope = trio.CancelScope()
 
         # -- stream quota (client): how many more streams the peer allows us
-        self._peer_max_streams = 100  # grpc-go's default until the first SETTINGS
+        # owner: reader (set_peer_max_streams); grpc-go's default until the first SETTINGS.
+        self._peer_max_streams = 100
         self._open_outbound = 0  # shared: +1 in open_stream, -1 when a stream closes
+        # immutable after init: openers (stream tasks) park in it; whoever frees
+        # stream quota (stream_closed, SETTINGS, fail) unparks.
         self._quota_lot = trio.lowlevel.ParkingLot()
-        self._open_inbound = 0  # owner: reader (server)
+        # shared: (server) +1 by the reader (admission), -1 by stream_closed in any task.
+        self._open_inbound = 0
         # shared: +1 by the reader when it starts a handler, -1 when the handler
         # task ends; a graceful close waits for it to reach 0.
         self.handlers_running = 0
         self.settings_acked = False  # owner: reader: the peer acked our SETTINGS
-        # shared: set once, by the first stream task that asks (connection_info()).
+        # shared: set once, by the first task that asks (connection_info()).
         self._info: ConnectionInfo | None = None
 
     # ------------------------------------------------------------------ start-up

@@ -118,13 +118,13 @@ class ControlBuffer:
         self._error: BaseException | None = None  # immutable once _finished is set
         # At most the consumer, parked in get(). A put that finds it there wakes
         # it; unpark() removes it from the lot, so the rest of the burst wakes nobody.
-        self._consumer_lot = trio.lowlevel.ParkingLot()
-        self._gate_lot = trio.lowlevel.ParkingLot()  # readers waiting to read
+        self._consumer_lot = trio.lowlevel.ParkingLot()  # immutable after init
+        self._gate_lot = trio.lowlevel.ParkingLot()  # immutable after init; readers parked
         # Statistics counters; each is only ever incremented.
-        self._batches = 0
-        self._taken = 0
-        self._wakeups = 0
-        self._throttle_waits = 0
+        self._batches = 0  # owner: consumer
+        self._taken = 0  # owner: consumer
+        self._wakeups = 0  # shared: producers, in put (any task)
+        self._throttle_waits = 0  # owner: readers (wait_unthrottled)
 
     # ------------------------------------------------------------------ producers
 

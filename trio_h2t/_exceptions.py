@@ -21,11 +21,12 @@ with REFUSED_STREAM). False means "perhaps processed", not "must not retry".
 from __future__ import annotations
 
 import trio
-from h2.errors import ErrorCodes
+from h2.errors import ErrorCodes  # public as trio_h2t.ErrorCodes: h2's own enum, as is
 
 __all__ = [
     "ConnectionClosingError",
     "ConnectionLostError",
+    "ErrorCodes",
     "GoAwayError",
     "H2ProtocolError",
     "LocalProtocolError",

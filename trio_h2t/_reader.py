@@ -71,7 +71,6 @@ from ._items import (
     WindowOpened,
     WindowUpdate,
 )
-from ._stream import H2Stream
 
 __all__ = ["Admit", "Reader"]
 
@@ -128,8 +127,8 @@ class Reader:
         # immutable after init: the core's objects, held for the hot path (their
         # contents have the owners the core's tags give).
         self._streams = core._streams
-        self._in_flow = core.in_flow
-        self._bdp = core.bdp
+        self._in_flow = core.in_flow  # immutable after init (as above)
+        self._bdp = core.bdp  # immutable after init (as above)
 
     def _put(self, item: ControlItem) -> None:
         # After finish the connection is going away: nothing more is owed.
@@ -220,10 +219,10 @@ class Reader:
         for ev in events:
             # A chain of ``type(ev) is C`` tests, not ``match ev: case C():``: on
             # CPython 3.11 each class pattern is an isinstance() call, and this loop
-            # runs for every event. Measured on this dispatch, ``match`` cost 3x the
-            # ``is`` chain per event and +0.75 % instructions per unary RPC
-            # (benchmarks/icount.py). mypy narrows ``ev`` on ``type(ev) is C``, so no
-            # assert is needed; no h2 event class subclasses another.
+            # runs for every event; on this dispatch ``match`` cost more per event and
+            # per unary RPC (benchmarks/README.md, Results). mypy narrows ``ev`` on
+            # ``type(ev) is C``, so no assert is needed; no h2 event class subclasses
+            # another.
             if type(ev) is DataReceived:
                 n = ev.flow_controlled_length
                 inc = self._in_flow.on_data(n)
@@ -237,7 +236,6 @@ class Reader:
                     self._put(Ping(BDP_PING_DATA))
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
-                    stream._body_received += len(ev.data)
                     stream._on_data(ev.data, n)
             elif type(ev) is RequestReceived:
                 announced |= self._on_request(ev)
@@ -258,11 +256,8 @@ class Reader:
             elif type(ev) is StreamEnded:
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
-                    expected = stream._content_length
-                    if expected is not None and expected != stream._body_received:
-                        self._malformed(stream)  # h2 checks only END_STREAM on DATA
-                        announced = True
-                        continue
+                    # A body short of (or over) its content-length never gets here:
+                    # _h2fixes ends that stream as malformed (RFC 9113 §8.1.1).
                     stream._on_end()
                     if stream._out.done:
                         core.stream_closed(stream)
@@ -297,17 +292,6 @@ class Reader:
         self._h2.reset_stream(ev.stream_id, ErrorCodes.REFUSED_STREAM)
         self._put(PeerResponse("rst"))
         return True
-
-    def _malformed(self, stream: H2Stream) -> None:
-        """RFC 9113 §8.1.1: a malformed request is a stream error PROTOCOL_ERROR."""
-        core = self._core
-        code = ErrorCodes.PROTOCOL_ERROR
-        self._h2.reset_stream(stream.stream_id, code)
-        self._put(PeerResponse("rst"))
-        core.cancel_handler(stream, "stream-error", code)
-        stream._fail(StreamResetError(stream.stream_id, code, remote=False))
-        self._put(StreamDone(stream))
-        core.stream_closed(stream)
 
     def _on_stream_reset(self, ev: h2.events.StreamReset) -> None:
         core = self._core

@@ -16,6 +16,7 @@ sees: a 500 if no headers went out, a RST_STREAM otherwise (docs/errors.md,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import ssl
@@ -36,7 +37,13 @@ from ._reader import Reader
 from ._sniff import sniff_preface
 from ._statistics import ConnectionStatistics
 from ._stream import H2Stream, HeaderList
-from ._util import ALPN_H2, NoPublicConstructor, unwrap_single
+from ._util import (
+    ALPN_H2,
+    NOT_TLS_REASONS,
+    TLS_ALERT_PROTOCOL_VERSION,
+    NoPublicConstructor,
+    unwrap_single,
+)
 
 __all__ = [
     "H2Server",
@@ -82,22 +89,12 @@ def _check_server_context(ssl_context: ssl.SSLContext | None) -> None:
         )
 
 
-def _request_fields(headers: HeaderList) -> tuple[int | None, bool]:
-    """The request's content-length (None if absent, -1 if invalid), and whether it
-    expects 100-continue (RFC 9110 §10.1.1: case-insensitive). One pass."""
-    value = None
-    expect = False
-    for name, v in headers:
-        if name == b"content-length":
-            if value is not None and v != value:
-                value = b"-"  # RFC 9110 §8.6: differing values make it invalid
-            elif value is None:
-                value = v
-        elif name == b"expect" and v.lower() == b"100-continue":
-            expect = True
-    if value is None:
-        return None, expect
-    return (int(value) if value.isdigit() else -1), expect
+def _expects_continue(headers: HeaderList) -> bool:
+    """Whether the request expects 100-continue (RFC 9110 §10.1.1: case-insensitive).
+
+    Its content-length needs no look here: ``_h2fixes`` has already reset a request
+    whose content-length is invalid or that its HEADERS end short of (§8.1.1)."""
+    return any(name == b"expect" and v.lower() == b"100-continue" for name, v in headers)
 
 
 @final
@@ -143,18 +140,10 @@ class _Admission:
             core._put(PeerResponse("rst"))
             return True
         headers = list(ev.headers)
-        content_length, expect_continue = _request_fields(headers)
-        if content_length == -1 or (ev.stream_ended and content_length not in (None, 0)):
-            # RFC 9113 §8.1.1: malformed (a bad content-length, or one that a request
-            # ending with its HEADERS cannot match): stream error PROTOCOL_ERROR.
-            core.h2.reset_stream(sid, ErrorCodes.PROTOCOL_ERROR)
-            core._put(PeerResponse("rst"))
-            return True
         stream = H2Stream._create(core, stream_id=sid, headers=headers)
-        stream._content_length = content_length
         # RFC 9110 §10.1.1: the client waits for a 100 before sending its body; the
         # handler's first read sends it (H2Stream._send_continue).
-        stream._continue_pending = expect_continue and not ev.stream_ended
+        stream._continue_pending = not ev.stream_ended and _expects_continue(headers)
         # Created here, not in the handler task: a reset that arrives before the
         # handler first runs must still cancel it.
         stream._cancel_scope = trio.CancelScope()
@@ -564,13 +553,33 @@ async def serve_listeners(
             await trio.aclose_forcefully(listener)
 
 
+#: Seconds the TLS alert to a client that does not speak TLS may take to write.
+FINAL_ALERT_WAIT = 1.0
+
+
 async def _tls_ok(stream: trio.SSLStream[Any], config: TransportConfig) -> bool:
     """Finish the TLS handshake; True if the client selected h2, else close it."""
     try:
         with trio.fail_after(config.handshake_timeout):
             await stream.do_handshake()
     except (trio.BrokenResourceError, trio.TooSlowError) as exc:
-        log.debug("TLS handshake failed: %r", exc)
+        cause = exc.__cause__
+        if isinstance(cause, ssl.SSLError) and cause.reason in NOT_TLS_REASONS:
+            # Not TLS at all (a plain h2c client's preface, an HTTP/1.x request):
+            # answer with a TLS alert, so a client that reads it can tell it reached
+            # a TLS port, and close at once.
+            log.debug(
+                "a client that does not speak TLS (%s; a plain h2c client?) reached a"
+                " TLS port: sent a TLS alert and closed",
+                cause.reason,
+            )
+            with (
+                trio.move_on_after(FINAL_ALERT_WAIT),
+                contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError),
+            ):
+                await stream.transport_stream.send_all(TLS_ALERT_PROTOCOL_VERSION)
+        else:
+            log.debug("TLS handshake failed: %r", exc)
         await trio.aclose_forcefully(stream)
         return False
     selected = stream.selected_alpn_protocol()

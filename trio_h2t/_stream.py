@@ -134,14 +134,12 @@ class H2Stream(metaclass=NoPublicConstructor):
     """
 
     __slots__ = (
-        "_body_received",
         "_body_rule",
         "_body_sent",
         "_cancel_reason",
         "_cancel_scope",
         "_chunks",
         "_closed",
-        "_content_length",
         "_continue_pending",
         "_core",
         "_end_queued",
@@ -167,13 +165,16 @@ class H2Stream(metaclass=NoPublicConstructor):
         #: The HTTP/2 stream id; 0 until loopy writes a client stream's HEADERS.
         self.stream_id = stream_id  # owner: loopy (client) / reader (server), set once
 
-        # -- inbound, owner: reader appends; stream task consumes (no await between)
-        self._headers = headers  # request (server) or response (client) headers
-        # Built on the first DATA (a deque is ~600 bytes; most unary streams carry
-        # no body one way or the other).
+        # -- inbound: the reader writes, the stream task reads (no await between)
+        # owner: reader. Request (server) or response (client) headers.
+        self._headers = headers
+        # shared: the reader appends, the stream task pops. Built on the first DATA
+        # (a deque is ~600 bytes; most unary streams carry no body one way or the other).
         self._chunks: deque[bytes] | None = None
-        self._recv_ended = False  # END_STREAM received
-        self._trailers: HeaderList | None = None
+        self._recv_ended = False  # owner: reader: END_STREAM received
+        self._trailers: HeaderList | None = None  # owner: reader
+        # shared: the reader (on_data, new_limit), the stream task (on_read, request),
+        # stream_closed in any task (release); each call synchronous.
         self._in_flow = StreamInFlow(core.initial_window_size, config.window_update_ratio)
         # shared: the task waiting to receive (set by it, cleared by whoever wakes
         # it or by its cancellation) and the one waiting for write quota. One slot
@@ -181,12 +182,8 @@ class H2Stream(metaclass=NoPublicConstructor):
         # re-checks its condition; a second task waiting on the same side gets
         # trio.BusyResourceError (as on any trio stream).
         self._recv_waiter: trio.lowlevel.Task | None = None
-        self._send_waiter: trio.lowlevel.Task | None = None
-        # owner: reader. Server only: the request's content-length and the body
-        # bytes seen, checked when the request ends (RFC 9113 §8.1.1).
-        self._content_length: int | None = None
-        self._body_received = 0
-        # Client only: the 1xx responses received, in order (at most
+        self._send_waiter: trio.lowlevel.Task | None = None  # shared: as _recv_waiter
+        # owner: reader. Client only: the 1xx responses received, in order (at most
         # _h2state.MAX_INFORMATIONAL: h2 resets a stream past it; built on the first).
         self._informational: list[HeaderList] | None = None
         # owner: stream task. How many of them receive_informational returned.
@@ -196,29 +193,37 @@ class H2Stream(metaclass=NoPublicConstructor):
         # final response is queued (the first body read queues the 100).
         self._continue_pending = False
 
-        # -- sticky error, shared: set once by whoever ends the stream abnormally
+        # shared: sticky, set once by whoever ends the stream abnormally (_fail).
         self._error: BaseException | None = None
 
-        # -- outbound, owner: stream task (quota is returned by loopy via on_release)
-        self._headers_sent = headers is None  # client: sent by open_stream
-        self._end_queued = False  # END_STREAM queued (by data, trailers or end())
-        self._write_quota = config.write_quota  # shared: -= by stream task, += by loopy
+        # -- outbound: the stream task (its opener or its handler runner included)
+        self._headers_sent = headers is None  # owner: stream task; client: by open_stream
+        # owner: stream task. END_STREAM queued (by data, trailers or end()).
+        self._end_queued = False
+        # shared: -= by the stream task; += by the Data item's on_release, run by
+        # loopy once written, or by the task that finishes the control buffer
+        # (orphaning). May go negative: one big write is admitted.
+        self._write_quota = config.write_quota
         # What our own header block allows the body to be: (at most / exactly this
         # many bytes, exact?, what says so) from its content-length, a response to
         # HEAD or a 204/304 (RFC 9110 §8.6, §9.3.2, §6.4.1); None: no rule. Set with
         # the headers; ``_body_sent`` counts the body bytes queued while it is set.
+        # owner: stream task (both).
         self._body_rule: BodyRule | None = None
-        self._body_sent = 0
+        self._body_sent = 0  # owner: stream task
 
         # immutable after init; every field of it: owner loopy (others read, and
         # ask for changes with control items; see _outstream.py).
         self._out = OutStream()
 
-        # -- owner: connection core
-        self._closed = False  # both directions over (or reset); deregistered
+        # shared: set once, by core.stream_closed, which the reader, loopy and the
+        # stream task all call: both directions over (or reset); deregistered.
+        self._closed = False
         #: Server only: the handler's cancel scope (cancelled if the peer resets).
+        #: Owner: reader (set once, at admission).
         self._cancel_scope: trio.CancelScope | None = None
         #: Server only: why the core cancelled that scope; set once, with the cancel.
+        #: Shared: core.cancel_handler, from the reader (a reset) or fail() (any task).
         self._cancel_reason: CancelReason | None = None
         # owner: stream task. The Request view, built on first use.
         self._request_view: Request | None = None

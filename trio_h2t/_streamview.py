@@ -65,7 +65,7 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
         # shared: ConflictDetector-style flags, set and cleared without an await
         # between the check and the set.
         self._sending = False
-        self._receiving = False
+        self._receiving = False  # shared: as _sending
         # shared: the cancel scopes of blocked calls; aclose cancels them.
         self._scopes: set[trio.CancelScope] = set()
 

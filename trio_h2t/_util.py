@@ -6,13 +6,38 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn, TypeVar
 
-__all__ = ["ALPN_H2", "NoPublicConstructor", "fixup_module_metadata", "unwrap_single"]
+__all__ = [
+    "ALPN_H2",
+    "NOT_TLS_REASONS",
+    "TLS_ALERT_PROTOCOL_VERSION",
+    "NoPublicConstructor",
+    "fixup_module_metadata",
+    "looks_like_tls",
+    "unwrap_single",
+]
 
 T = TypeVar("T")
 
 #: The one application protocol HTTP/2 over TLS selects, on both sides
 #: (RFC 9113 §3.2; RFC 7301 ALPN).
 ALPN_H2 = "h2"
+
+#: What a TLS server that got no TLS at all (a plain h2c client's preface) answers
+#: before closing: one fatal alert record (RFC 8446 §5.1, §6: ContentType alert 21,
+#: legacy record version 3.1, length 2, level fatal 2, protocol_version 70), as
+#: OpenSSL would; trio's SSLStream does not flush the alert OpenSSL prepares.
+TLS_ALERT_PROTOCOL_VERSION = b"\x15\x03\x01\x00\x02\x02\x46"
+
+#: ``ssl.SSLError.reason`` values meaning the peer's bytes were not TLS records at
+#: all (a plain-text protocol, such as an h2c preface or an HTTP/1.x request).
+NOT_TLS_REASONS = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL"})
+
+
+def looks_like_tls(data: bytes | bytearray | memoryview) -> bool:
+    """True if ``data`` starts like a TLS record: a ContentType 20-23
+    (change_cipher_spec, alert, handshake, application_data) then major version 3
+    (RFC 8446 §5.1; a ClientHello or a server's alert starts 0x16 0x03 / 0x15 0x03)."""
+    return len(data) >= 2 and 20 <= data[0] <= 23 and data[1] == 3
 
 
 @contextlib.asynccontextmanager
