@@ -1,0 +1,1 @@
+"""The ``grpc.testing`` protos and their generated modules (``scripts/gen_interop_protos.py``)."""
