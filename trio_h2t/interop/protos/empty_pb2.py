@@ -4,30 +4,33 @@
 # source: trio_h2t/interop/protos/empty.proto
 # Protobuf Python Version: 7.35.1
 """Generated protocol buffer code."""
-
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pool as _descriptor_pool
 from google.protobuf import runtime_version as _runtime_version
 from google.protobuf import symbol_database as _symbol_database
 from google.protobuf.internal import builder as _builder
-
 _runtime_version.ValidateProtobufRuntimeVersion(
-    _runtime_version.Domain.PUBLIC, 7, 35, 1, "", "trio_h2t/interop/protos/empty.proto"
+    _runtime_version.Domain.PUBLIC,
+    7,
+    35,
+    1,
+    '',
+    'trio_h2t/interop/protos/empty.proto'
 )
 # @@protoc_insertion_point(imports)
 
 _sym_db = _symbol_database.Default()
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
-    b'\n#trio_h2t/interop/protos/empty.proto\x12\x0cgrpc.testing"\x07\n\x05\x45mptyb\x06proto3'
-)
+
+
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#trio_h2t/interop/protos/empty.proto\x12\x0cgrpc.testing\"\x07\n\x05\x45mptyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, "trio_h2t.interop.protos.empty_pb2", _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'trio_h2t.interop.protos.empty_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-    DESCRIPTOR._loaded_options = None
-    _globals["_EMPTY"]._serialized_start = 53
-    _globals["_EMPTY"]._serialized_end = 60
+  DESCRIPTOR._loaded_options = None
+  _globals['_EMPTY']._serialized_start=53
+  _globals['_EMPTY']._serialized_end=60
 # @@protoc_insertion_point(module_scope)

@@ -4,52 +4,53 @@
 # source: trio_h2t/interop/protos/messages.proto
 # Protobuf Python Version: 7.35.1
 """Generated protocol buffer code."""
-
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pool as _descriptor_pool
 from google.protobuf import runtime_version as _runtime_version
 from google.protobuf import symbol_database as _symbol_database
 from google.protobuf.internal import builder as _builder
-
 _runtime_version.ValidateProtobufRuntimeVersion(
-    _runtime_version.Domain.PUBLIC, 7, 35, 1, "", "trio_h2t/interop/protos/messages.proto"
+    _runtime_version.Domain.PUBLIC,
+    7,
+    35,
+    1,
+    '',
+    'trio_h2t/interop/protos/messages.proto'
 )
 # @@protoc_insertion_point(imports)
 
 _sym_db = _symbol_database.Default()
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
-    b'\n&trio_h2t/interop/protos/messages.proto\x12\x0cgrpc.testing"\x1a\n\tBoolValue\x12\r\n\x05value\x18\x01 \x01(\x08"@\n\x07Payload\x12\'\n\x04type\x18\x01 \x01(\x0e\x32\x19.grpc.testing.PayloadType\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c"+\n\nEchoStatus\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t"\x86\x03\n\rSimpleRequest\x12\x30\n\rresponse_type\x18\x01 \x01(\x0e\x32\x19.grpc.testing.PayloadType\x12\x15\n\rresponse_size\x18\x02 \x01(\x05\x12&\n\x07payload\x18\x03 \x01(\x0b\x32\x15.grpc.testing.Payload\x12\x15\n\rfill_username\x18\x04 \x01(\x08\x12\x18\n\x10\x66ill_oauth_scope\x18\x05 \x01(\x08\x12\x34\n\x13response_compressed\x18\x06 \x01(\x0b\x32\x17.grpc.testing.BoolValue\x12\x31\n\x0fresponse_status\x18\x07 \x01(\x0b\x32\x18.grpc.testing.EchoStatus\x12\x32\n\x11\x65xpect_compressed\x18\x08 \x01(\x0b\x32\x17.grpc.testing.BoolValue\x12\x16\n\x0e\x66ill_server_id\x18\t \x01(\x08\x12\x1e\n\x16\x66ill_grpclb_route_type\x18\n \x01(\x08"\x84\x01\n\x0eSimpleResponse\x12&\n\x07payload\x18\x01 \x01(\x0b\x32\x15.grpc.testing.Payload\x12\x10\n\x08username\x18\x02 \x01(\t\x12\x13\n\x0boauth_scope\x18\x03 \x01(\t\x12\x11\n\tserver_id\x18\x04 \x01(\t\x12\x10\n\x08hostname\x18\x06 \x01(\t"w\n\x19StreamingInputCallRequest\x12&\n\x07payload\x18\x01 \x01(\x0b\x32\x15.grpc.testing.Payload\x12\x32\n\x11\x65xpect_compressed\x18\x02 \x01(\x0b\x32\x17.grpc.testing.BoolValue"=\n\x1aStreamingInputCallResponse\x12\x1f\n\x17\x61ggregated_payload_size\x18\x01 \x01(\x05"d\n\x12ResponseParameters\x12\x0c\n\x04size\x18\x01 \x01(\x05\x12\x13\n\x0binterval_us\x18\x02 \x01(\x05\x12+\n\ncompressed\x18\x03 \x01(\x0b\x32\x17.grpc.testing.BoolValue"\xe8\x01\n\x1aStreamingOutputCallRequest\x12\x30\n\rresponse_type\x18\x01 \x01(\x0e\x32\x19.grpc.testing.PayloadType\x12=\n\x13response_parameters\x18\x02 \x03(\x0b\x32 .grpc.testing.ResponseParameters\x12&\n\x07payload\x18\x03 \x01(\x0b\x32\x15.grpc.testing.Payload\x12\x31\n\x0fresponse_status\x18\x07 \x01(\x0b\x32\x18.grpc.testing.EchoStatus"E\n\x1bStreamingOutputCallResponse\x12&\n\x07payload\x18\x01 \x01(\x0b\x32\x15.grpc.testing.Payload*\x1f\n\x0bPayloadType\x12\x10\n\x0c\x43OMPRESSABLE\x10\x00\x62\x06proto3'
-)
+
+
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&trio_h2t/interop/protos/messages.proto\x12\x0cgrpc.testing\"\x1a\n\tBoolValue\x12\r\n\x05value\x18\x01 \x01(\x08\"@\n\x07Payload\x12\'\n\x04type\x18\x01 \x01(\x0e\x32\x19.grpc.testing.PayloadType\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\"+\n\nEchoStatus\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x86\x03\n\rSimpleRequest\x12\x30\n\rresponse_type\x18\x01 \x01(\x0e\x32\x19.grpc.testing.PayloadType\x12\x15\n\rresponse_size\x18\x02 \x01(\x05\x12&\n\x07payload\x18\x03 \x01(\x0b\x32\x15.grpc.testing.Payload\x12\x15\n\rfill_username\x18\x04 \x01(\x08\x12\x18\n\x10\x66ill_oauth_scope\x18\x05 \x01(\x08\x12\x34\n\x13response_compressed\x18\x06 \x01(\x0b\x32\x17.grpc.testing.BoolValue\x12\x31\n\x0fresponse_status\x18\x07 \x01(\x0b\x32\x18.grpc.testing.EchoStatus\x12\x32\n\x11\x65xpect_compressed\x18\x08 \x01(\x0b\x32\x17.grpc.testing.BoolValue\x12\x16\n\x0e\x66ill_server_id\x18\t \x01(\x08\x12\x1e\n\x16\x66ill_grpclb_route_type\x18\n \x01(\x08\"\x84\x01\n\x0eSimpleResponse\x12&\n\x07payload\x18\x01 \x01(\x0b\x32\x15.grpc.testing.Payload\x12\x10\n\x08username\x18\x02 \x01(\t\x12\x13\n\x0boauth_scope\x18\x03 \x01(\t\x12\x11\n\tserver_id\x18\x04 \x01(\t\x12\x10\n\x08hostname\x18\x06 \x01(\t\"w\n\x19StreamingInputCallRequest\x12&\n\x07payload\x18\x01 \x01(\x0b\x32\x15.grpc.testing.Payload\x12\x32\n\x11\x65xpect_compressed\x18\x02 \x01(\x0b\x32\x17.grpc.testing.BoolValue\"=\n\x1aStreamingInputCallResponse\x12\x1f\n\x17\x61ggregated_payload_size\x18\x01 \x01(\x05\"d\n\x12ResponseParameters\x12\x0c\n\x04size\x18\x01 \x01(\x05\x12\x13\n\x0binterval_us\x18\x02 \x01(\x05\x12+\n\ncompressed\x18\x03 \x01(\x0b\x32\x17.grpc.testing.BoolValue\"\xe8\x01\n\x1aStreamingOutputCallRequest\x12\x30\n\rresponse_type\x18\x01 \x01(\x0e\x32\x19.grpc.testing.PayloadType\x12=\n\x13response_parameters\x18\x02 \x03(\x0b\x32 .grpc.testing.ResponseParameters\x12&\n\x07payload\x18\x03 \x01(\x0b\x32\x15.grpc.testing.Payload\x12\x31\n\x0fresponse_status\x18\x07 \x01(\x0b\x32\x18.grpc.testing.EchoStatus\"E\n\x1bStreamingOutputCallResponse\x12&\n\x07payload\x18\x01 \x01(\x0b\x32\x15.grpc.testing.Payload*\x1f\n\x0bPayloadType\x12\x10\n\x0c\x43OMPRESSABLE\x10\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(
-    DESCRIPTOR, "trio_h2t.interop.protos.messages_pb2", _globals
-)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'trio_h2t.interop.protos.messages_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-    DESCRIPTOR._loaded_options = None
-    _globals["_PAYLOADTYPE"]._serialized_start = 1315
-    _globals["_PAYLOADTYPE"]._serialized_end = 1346
-    _globals["_BOOLVALUE"]._serialized_start = 56
-    _globals["_BOOLVALUE"]._serialized_end = 82
-    _globals["_PAYLOAD"]._serialized_start = 84
-    _globals["_PAYLOAD"]._serialized_end = 148
-    _globals["_ECHOSTATUS"]._serialized_start = 150
-    _globals["_ECHOSTATUS"]._serialized_end = 193
-    _globals["_SIMPLEREQUEST"]._serialized_start = 196
-    _globals["_SIMPLEREQUEST"]._serialized_end = 586
-    _globals["_SIMPLERESPONSE"]._serialized_start = 589
-    _globals["_SIMPLERESPONSE"]._serialized_end = 721
-    _globals["_STREAMINGINPUTCALLREQUEST"]._serialized_start = 723
-    _globals["_STREAMINGINPUTCALLREQUEST"]._serialized_end = 842
-    _globals["_STREAMINGINPUTCALLRESPONSE"]._serialized_start = 844
-    _globals["_STREAMINGINPUTCALLRESPONSE"]._serialized_end = 905
-    _globals["_RESPONSEPARAMETERS"]._serialized_start = 907
-    _globals["_RESPONSEPARAMETERS"]._serialized_end = 1007
-    _globals["_STREAMINGOUTPUTCALLREQUEST"]._serialized_start = 1010
-    _globals["_STREAMINGOUTPUTCALLREQUEST"]._serialized_end = 1242
-    _globals["_STREAMINGOUTPUTCALLRESPONSE"]._serialized_start = 1244
-    _globals["_STREAMINGOUTPUTCALLRESPONSE"]._serialized_end = 1313
+  DESCRIPTOR._loaded_options = None
+  _globals['_PAYLOADTYPE']._serialized_start=1315
+  _globals['_PAYLOADTYPE']._serialized_end=1346
+  _globals['_BOOLVALUE']._serialized_start=56
+  _globals['_BOOLVALUE']._serialized_end=82
+  _globals['_PAYLOAD']._serialized_start=84
+  _globals['_PAYLOAD']._serialized_end=148
+  _globals['_ECHOSTATUS']._serialized_start=150
+  _globals['_ECHOSTATUS']._serialized_end=193
+  _globals['_SIMPLEREQUEST']._serialized_start=196
+  _globals['_SIMPLEREQUEST']._serialized_end=586
+  _globals['_SIMPLERESPONSE']._serialized_start=589
+  _globals['_SIMPLERESPONSE']._serialized_end=721
+  _globals['_STREAMINGINPUTCALLREQUEST']._serialized_start=723
+  _globals['_STREAMINGINPUTCALLREQUEST']._serialized_end=842
+  _globals['_STREAMINGINPUTCALLRESPONSE']._serialized_start=844
+  _globals['_STREAMINGINPUTCALLRESPONSE']._serialized_end=905
+  _globals['_RESPONSEPARAMETERS']._serialized_start=907
+  _globals['_RESPONSEPARAMETERS']._serialized_end=1007
+  _globals['_STREAMINGOUTPUTCALLREQUEST']._serialized_start=1010
+  _globals['_STREAMINGOUTPUTCALLREQUEST']._serialized_end=1242
+  _globals['_STREAMINGOUTPUTCALLRESPONSE']._serialized_start=1244
+  _globals['_STREAMINGOUTPUTCALLRESPONSE']._serialized_end=1313
 # @@protoc_insertion_point(module_scope)

@@ -10,7 +10,6 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class PayloadType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     COMPRESSABLE: _ClassVar[PayloadType]
-
 COMPRESSABLE: PayloadType
 
 class BoolValue(_message.Message):
@@ -25,9 +24,7 @@ class Payload(_message.Message):
     BODY_FIELD_NUMBER: _ClassVar[int]
     type: PayloadType
     body: bytes
-    def __init__(
-        self, type: _Optional[_Union[PayloadType, str]] = ..., body: _Optional[bytes] = ...
-    ) -> None: ...
+    def __init__(self, type: _Optional[_Union[PayloadType, str]] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class EchoStatus(_message.Message):
     __slots__ = ("code", "message")
@@ -38,18 +35,7 @@ class EchoStatus(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class SimpleRequest(_message.Message):
-    __slots__ = (
-        "response_type",
-        "response_size",
-        "payload",
-        "fill_username",
-        "fill_oauth_scope",
-        "response_compressed",
-        "response_status",
-        "expect_compressed",
-        "fill_server_id",
-        "fill_grpclb_route_type",
-    )
+    __slots__ = ("response_type", "response_size", "payload", "fill_username", "fill_oauth_scope", "response_compressed", "response_status", "expect_compressed", "fill_server_id", "fill_grpclb_route_type")
     RESPONSE_TYPE_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
@@ -70,19 +56,7 @@ class SimpleRequest(_message.Message):
     expect_compressed: BoolValue
     fill_server_id: bool
     fill_grpclb_route_type: bool
-    def __init__(
-        self,
-        response_type: _Optional[_Union[PayloadType, str]] = ...,
-        response_size: _Optional[int] = ...,
-        payload: _Optional[_Union[Payload, _Mapping]] = ...,
-        fill_username: _Optional[bool] = ...,
-        fill_oauth_scope: _Optional[bool] = ...,
-        response_compressed: _Optional[_Union[BoolValue, _Mapping]] = ...,
-        response_status: _Optional[_Union[EchoStatus, _Mapping]] = ...,
-        expect_compressed: _Optional[_Union[BoolValue, _Mapping]] = ...,
-        fill_server_id: _Optional[bool] = ...,
-        fill_grpclb_route_type: _Optional[bool] = ...,
-    ) -> None: ...
+    def __init__(self, response_type: _Optional[_Union[PayloadType, str]] = ..., response_size: _Optional[int] = ..., payload: _Optional[_Union[Payload, _Mapping]] = ..., fill_username: _Optional[bool] = ..., fill_oauth_scope: _Optional[bool] = ..., response_compressed: _Optional[_Union[BoolValue, _Mapping]] = ..., response_status: _Optional[_Union[EchoStatus, _Mapping]] = ..., expect_compressed: _Optional[_Union[BoolValue, _Mapping]] = ..., fill_server_id: _Optional[bool] = ..., fill_grpclb_route_type: _Optional[bool] = ...) -> None: ...
 
 class SimpleResponse(_message.Message):
     __slots__ = ("payload", "username", "oauth_scope", "server_id", "hostname")
@@ -96,14 +70,7 @@ class SimpleResponse(_message.Message):
     oauth_scope: str
     server_id: str
     hostname: str
-    def __init__(
-        self,
-        payload: _Optional[_Union[Payload, _Mapping]] = ...,
-        username: _Optional[str] = ...,
-        oauth_scope: _Optional[str] = ...,
-        server_id: _Optional[str] = ...,
-        hostname: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, payload: _Optional[_Union[Payload, _Mapping]] = ..., username: _Optional[str] = ..., oauth_scope: _Optional[str] = ..., server_id: _Optional[str] = ..., hostname: _Optional[str] = ...) -> None: ...
 
 class StreamingInputCallRequest(_message.Message):
     __slots__ = ("payload", "expect_compressed")
@@ -111,11 +78,7 @@ class StreamingInputCallRequest(_message.Message):
     EXPECT_COMPRESSED_FIELD_NUMBER: _ClassVar[int]
     payload: Payload
     expect_compressed: BoolValue
-    def __init__(
-        self,
-        payload: _Optional[_Union[Payload, _Mapping]] = ...,
-        expect_compressed: _Optional[_Union[BoolValue, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, payload: _Optional[_Union[Payload, _Mapping]] = ..., expect_compressed: _Optional[_Union[BoolValue, _Mapping]] = ...) -> None: ...
 
 class StreamingInputCallResponse(_message.Message):
     __slots__ = ("aggregated_payload_size",)
@@ -131,12 +94,7 @@ class ResponseParameters(_message.Message):
     size: int
     interval_us: int
     compressed: BoolValue
-    def __init__(
-        self,
-        size: _Optional[int] = ...,
-        interval_us: _Optional[int] = ...,
-        compressed: _Optional[_Union[BoolValue, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, size: _Optional[int] = ..., interval_us: _Optional[int] = ..., compressed: _Optional[_Union[BoolValue, _Mapping]] = ...) -> None: ...
 
 class StreamingOutputCallRequest(_message.Message):
     __slots__ = ("response_type", "response_parameters", "payload", "response_status")
@@ -148,13 +106,7 @@ class StreamingOutputCallRequest(_message.Message):
     response_parameters: _containers.RepeatedCompositeFieldContainer[ResponseParameters]
     payload: Payload
     response_status: EchoStatus
-    def __init__(
-        self,
-        response_type: _Optional[_Union[PayloadType, str]] = ...,
-        response_parameters: _Optional[_Iterable[_Union[ResponseParameters, _Mapping]]] = ...,
-        payload: _Optional[_Union[Payload, _Mapping]] = ...,
-        response_status: _Optional[_Union[EchoStatus, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, response_type: _Optional[_Union[PayloadType, str]] = ..., response_parameters: _Optional[_Iterable[_Union[ResponseParameters, _Mapping]]] = ..., payload: _Optional[_Union[Payload, _Mapping]] = ..., response_status: _Optional[_Union[EchoStatus, _Mapping]] = ...) -> None: ...
 
 class StreamingOutputCallResponse(_message.Message):
     __slots__ = ("payload",)

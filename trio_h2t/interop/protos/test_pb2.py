@@ -4,15 +4,18 @@
 # source: trio_h2t/interop/protos/test.proto
 # Protobuf Python Version: 7.35.1
 """Generated protocol buffer code."""
-
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pool as _descriptor_pool
 from google.protobuf import runtime_version as _runtime_version
 from google.protobuf import symbol_database as _symbol_database
 from google.protobuf.internal import builder as _builder
-
 _runtime_version.ValidateProtobufRuntimeVersion(
-    _runtime_version.Domain.PUBLIC, 7, 35, 1, "", "trio_h2t/interop/protos/test.proto"
+    _runtime_version.Domain.PUBLIC,
+    7,
+    35,
+    1,
+    '',
+    'trio_h2t/interop/protos/test.proto'
 )
 # @@protoc_insertion_point(imports)
 
@@ -20,22 +23,18 @@ _sym_db = _symbol_database.Default()
 
 
 from trio_h2t.interop.protos import empty_pb2 as trio__h2t_dot_interop_dot_protos_dot_empty__pb2
-from trio_h2t.interop.protos import (
-    messages_pb2 as trio__h2t_dot_interop_dot_protos_dot_messages__pb2,
-)
+from trio_h2t.interop.protos import messages_pb2 as trio__h2t_dot_interop_dot_protos_dot_messages__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
-    b"\n\"trio_h2t/interop/protos/test.proto\x12\x0cgrpc.testing\x1a#trio_h2t/interop/protos/empty.proto\x1a&trio_h2t/interop/protos/messages.proto2\xcb\x05\n\x0bTestService\x12\x35\n\tEmptyCall\x12\x13.grpc.testing.Empty\x1a\x13.grpc.testing.Empty\x12\x46\n\tUnaryCall\x12\x1b.grpc.testing.SimpleRequest\x1a\x1c.grpc.testing.SimpleResponse\x12O\n\x12\x43\x61\x63heableUnaryCall\x12\x1b.grpc.testing.SimpleRequest\x1a\x1c.grpc.testing.SimpleResponse\x12l\n\x13StreamingOutputCall\x12(.grpc.testing.StreamingOutputCallRequest\x1a).grpc.testing.StreamingOutputCallResponse0\x01\x12i\n\x12StreamingInputCall\x12'.grpc.testing.StreamingInputCallRequest\x1a(.grpc.testing.StreamingInputCallResponse(\x01\x12i\n\x0e\x46ullDuplexCall\x12(.grpc.testing.StreamingOutputCallRequest\x1a).grpc.testing.StreamingOutputCallResponse(\x01\x30\x01\x12i\n\x0eHalfDuplexCall\x12(.grpc.testing.StreamingOutputCallRequest\x1a).grpc.testing.StreamingOutputCallResponse(\x01\x30\x01\x12=\n\x11UnimplementedCall\x12\x13.grpc.testing.Empty\x1a\x13.grpc.testing.Empty2U\n\x14UnimplementedService\x12=\n\x11UnimplementedCall\x12\x13.grpc.testing.Empty\x1a\x13.grpc.testing.Emptyb\x06proto3"
-)
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"trio_h2t/interop/protos/test.proto\x12\x0cgrpc.testing\x1a#trio_h2t/interop/protos/empty.proto\x1a&trio_h2t/interop/protos/messages.proto2\xcb\x05\n\x0bTestService\x12\x35\n\tEmptyCall\x12\x13.grpc.testing.Empty\x1a\x13.grpc.testing.Empty\x12\x46\n\tUnaryCall\x12\x1b.grpc.testing.SimpleRequest\x1a\x1c.grpc.testing.SimpleResponse\x12O\n\x12\x43\x61\x63heableUnaryCall\x12\x1b.grpc.testing.SimpleRequest\x1a\x1c.grpc.testing.SimpleResponse\x12l\n\x13StreamingOutputCall\x12(.grpc.testing.StreamingOutputCallRequest\x1a).grpc.testing.StreamingOutputCallResponse0\x01\x12i\n\x12StreamingInputCall\x12\'.grpc.testing.StreamingInputCallRequest\x1a(.grpc.testing.StreamingInputCallResponse(\x01\x12i\n\x0e\x46ullDuplexCall\x12(.grpc.testing.StreamingOutputCallRequest\x1a).grpc.testing.StreamingOutputCallResponse(\x01\x30\x01\x12i\n\x0eHalfDuplexCall\x12(.grpc.testing.StreamingOutputCallRequest\x1a).grpc.testing.StreamingOutputCallResponse(\x01\x30\x01\x12=\n\x11UnimplementedCall\x12\x13.grpc.testing.Empty\x1a\x13.grpc.testing.Empty2U\n\x14UnimplementedService\x12=\n\x11UnimplementedCall\x12\x13.grpc.testing.Empty\x1a\x13.grpc.testing.Emptyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, "trio_h2t.interop.protos.test_pb2", _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'trio_h2t.interop.protos.test_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-    DESCRIPTOR._loaded_options = None
-    _globals["_TESTSERVICE"]._serialized_start = 130
-    _globals["_TESTSERVICE"]._serialized_end = 845
-    _globals["_UNIMPLEMENTEDSERVICE"]._serialized_start = 847
-    _globals["_UNIMPLEMENTEDSERVICE"]._serialized_end = 932
+  DESCRIPTOR._loaded_options = None
+  _globals['_TESTSERVICE']._serialized_start=130
+  _globals['_TESTSERVICE']._serialized_end=845
+  _globals['_UNIMPLEMENTEDSERVICE']._serialized_start=847
+  _globals['_UNIMPLEMENTEDSERVICE']._serialized_end=932
 # @@protoc_insertion_point(module_scope)
