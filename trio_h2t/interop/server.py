@@ -106,6 +106,7 @@ class TestService:
     """``grpc.testing.TestService`` (register with ``grpc.Server([TestService()])``)."""
 
     SERVICE_NAME = SERVICE
+    __test__ = False  # not a pytest test class, despite its name
 
     @grpc.rpc(request_deserializer=Empty.FromString, response_serializer=Empty.SerializeToString)
     async def EmptyCall(self, request: empty_pb2.Empty, context: grpc.ServicerContext) -> Empty:
