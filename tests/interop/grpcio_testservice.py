@@ -15,6 +15,7 @@ Both use the messages of ``trio_h2t.interop.protos`` and grpcio's service stubs
 
 from __future__ import annotations
 
+import queue
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -198,7 +199,7 @@ class _Feed:
     """Requests for a bidi call, handed over one at a time (blocking iterator)."""
 
     def __init__(self) -> None:
-        self._q: Any = __import__("queue").Queue()
+        self._q: queue.Queue[Any] = queue.Queue()
 
     def put(self, item: Any) -> None:
         self._q.put(item)

@@ -27,6 +27,7 @@ Cases that cannot run against grpcio, and why:
 
 from __future__ import annotations
 
+import ast
 import functools
 import os
 import subprocess
@@ -108,6 +109,29 @@ async def _subprocess_server(argv: list[str], env: dict[str, str]) -> AsyncItera
             assert proc.stdin is not None
             await proc.stdin.aclose()
             proc.terminate()
+
+
+def test_interop_imports_only_public_names() -> None:
+    """trio_h2t.interop imports trio_h2t and trio_h2t.grpc's public names, and its protos."""
+    for path in sorted((ROOT / "trio_h2t" / "interop").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    assert node.module in {None, "protos"} or node.module.startswith("protos."), (
+                        f"{path.name}: from .{node.module}"
+                    )
+                    continue
+                module = node.module or ""
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                module, names = "", [a.name for a in node.names]
+            else:
+                continue
+            for full in [module, *(f"{module}.{n}" if module else n for n in names)]:
+                if full.startswith("trio_h2t"):
+                    assert not any(p.startswith("_") for p in full.split(".")), (
+                        f"{path.name} imports {full}"
+                    )
 
 
 def test_cases_are_the_eighteen_described() -> None:

@@ -16,3 +16,5 @@
 
 Only trio_h2t's and trio_h2t.grpc's public names are used.
 """
+
+__all__: list[str] = []  # the modules are the API: server.py, client.py
