@@ -8,8 +8,10 @@ Run from the repository root after editing a ``.proto``:
     python scripts/gen_interop_protos.py            # rewrite the shipped modules
     python scripts/gen_interop_protos.py --check    # exit 1 if they are stale
 
-``--grpc-out DIR`` also writes grpcio's service stubs (``test_pb2_grpc.py``) into
-DIR; the tests use that for grpcio's side (tests/interop/test_interop_service.py).
+``--check`` compares descriptors, not text, so another grpcio-tools version does not
+make it fail. ``--grpc-out DIR`` writes grpcio's service stubs
+(``test_pb2_grpc.py``) into DIR (only that, without ``--check``); the tests use it
+for grpcio's side (tests/interop/test_interop_service.py).
 The protos are compiled with the repository root as the include path, so the
 generated modules import each other as ``trio_h2t.interop.protos.X_pb2``.
 """
@@ -52,9 +54,37 @@ def generate_grpc_stubs(out: Path) -> Path:
     return dest
 
 
-def _generated(tree: Path) -> dict[str, bytes]:
-    base = tree / PROTOS.relative_to(ROOT)
-    return {p.name: p.read_bytes() for p in sorted(base.glob("*_pb2.py*"))}
+def stale() -> list[str]:
+    """The shipped modules whose descriptor differs from their ``.proto``'s.
+
+    Compares what protoc compiles now with each shipped module's
+    ``DESCRIPTOR.serialized_pb`` (not the generated text, which changes with the
+    grpcio-tools version).
+    """
+    import importlib
+
+    from google.protobuf import descriptor_pb2
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "set.pb"
+        _protoc([f"--descriptor_set_out={out}"])
+        fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+    for f in fds.file:  # a descriptor set carries json_name; python_out leaves it out
+        for message in f.message_type:
+            for field in message.field:
+                field.ClearField("json_name")
+    fresh = {Path(f.name).stem: f for f in fds.file}
+    found = []
+    for name in NAMES:
+        try:
+            mod = importlib.import_module(f"trio_h2t.interop.protos.{name}_pb2")
+        except ImportError:
+            found.append(f"{name}_pb2")
+            continue
+        shipped = descriptor_pb2.FileDescriptorProto.FromString(mod.DESCRIPTOR.serialized_pb)
+        if shipped != fresh.get(name):
+            found.append(f"{name}_pb2")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,20 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail if the modules are stale")
     parser.add_argument("--grpc-out", type=Path, help="also write test_pb2_grpc.py here")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        generate(Path(tmp))
-        fresh = _generated(Path(tmp))
     if args.check:
-        shipped = _generated(ROOT)
-        if shipped != fresh:
-            stale = sorted(
-                set(shipped) ^ set(fresh) | {k for k in fresh if shipped.get(k) != fresh[k]}
-            )
-            print(f"stale generated modules: {stale}; run scripts/gen_interop_protos.py")
+        found = stale()
+        if found:
+            print(f"stale generated modules: {found}; run scripts/gen_interop_protos.py")
             return 1
-    else:
-        for name, data in fresh.items():
-            (PROTOS / name).write_bytes(data)
+    elif args.grpc_out is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            generate(Path(tmp))
+            base = Path(tmp) / PROTOS.relative_to(ROOT)
+            for path in sorted(base.glob("*_pb2.py*")):
+                shutil.copyfile(path, PROTOS / path.name)
     if args.grpc_out is not None:
         generate_grpc_stubs(args.grpc_out)
     return 0
