@@ -223,12 +223,13 @@ def _package_imports(path: Path, root: Path = _PACKAGE) -> tuple[set[str], set[s
 
 
 def _graph() -> dict[str, tuple[set[str], set[str]]]:
-    # The transport's own modules; the gRPC layer (``trio_h2t.grpc``) imports only
-    # public names, which tests/grpc_layer checks.
+    # The transport's own modules; the gRPC layer (``trio_h2t.grpc``) and the interop
+    # service on it (``trio_h2t.interop``) import only public names, which
+    # tests/grpc_layer and tests/interop/test_interop_service.py check.
     return {
         _module_name(path): _package_imports(path)
         for path in sorted(_PACKAGE.rglob("*.py"))
-        if path.parent.name != "grpc"
+        if not {"grpc", "interop"} & set(path.relative_to(_PACKAGE).parts[:-1])
     }
 
 

@@ -518,6 +518,39 @@ async def test_compression_per_channel_and_per_call() -> None:
             assert stream_call.response_encoding == "deflate"
 
 
+async def test_per_message_compression_both_ways() -> None:
+    """send_message/write(compress=False) clear one message's flag; both sides see each flag."""
+
+    async def flags(requests: AsyncIterator[bytes], context: grpc.ServicerContext) -> None:
+        context.set_compression("gzip")
+        async for r in requests:
+            seen = b"c" if context.request_compressed else b"u"
+            await context.write(seen + r, compress=r.startswith(b"z"))
+
+    handler = grpc.method_handlers_generic_handler(
+        "test.Flags", {"Echo": grpc.stream_stream_handler(flags)}
+    )
+    body = b"zzz " * 300
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(grpc.Server([handler]), compression="gzip") as ch:
+            async with ch.stream_stream("/test.Flags/Echo").open() as call:
+                assert call.last_message_compressed is None
+                await call.send_message(body)
+                assert await call.receive_message() == b"c" + body
+                assert call.last_message_compressed is True
+                assert call.response_encoding == "gzip"
+                await call.send_message(b"plain", compress=False)
+                assert await call.receive_message() == b"uplain"
+                assert call.last_message_compressed is False
+                await call.done_writing()
+            async with ch.stream_stream("/test.Flags/Echo").open(compression=None) as call:
+                # No grpc-encoding on the call: compress=True sends it uncompressed.
+                await call.send_message(b"zz")
+                assert await call.receive_message() == b"uzz"
+                assert call.last_message_compressed is True
+                await call.done_writing()
+
+
 async def test_unsupported_request_encoding_is_unimplemented() -> None:
     """grpc-encoding the server lacks: UNIMPLEMENTED, naming what it accepts."""
     with trio.fail_after(LIMIT):

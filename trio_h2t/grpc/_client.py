@@ -44,7 +44,7 @@ from ._framing import (
     DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
     MessageDecoder,
     check_encoding,
-    compress,
+    compress as compress_payload,
     decompress,
     encode_message,
 )
@@ -121,6 +121,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         "_details",
         "_encoding",
         "_initial",
+        "_last_compressed",
         "_messages",
         "_response_encoding",
         "_serializer",
@@ -154,6 +155,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         self._messages: deque[tuple[bool, bytes]] = deque()
         self._initial: Metadata | None = None
         self._response_encoding: str | None = None
+        self._last_compressed: bool | None = None
         self._code: StatusCode | None = None
         self._details: str | None = None
         self._trailing: Metadata | None = None
@@ -188,6 +190,12 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         arrived; None for identity (no compression)."""
         return self._response_encoding
 
+    @property
+    def last_message_compressed(self) -> bool | None:
+        """Whether the last response message received had its Compressed-Flag set
+        on the wire (None before the first one)."""
+        return self._last_compressed
+
     def cancel(self) -> None:
         """Cancel the call: RST_STREAM(CANCEL). Synchronous and idempotent; later
         receives raise RpcError(CANCELLED)."""
@@ -213,8 +221,12 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
 
     # ------------------------------------------------------------------ sending
 
-    async def send_message(self, message: Req) -> None:
+    async def send_message(self, message: Req, *, compress: bool = True) -> None:
         """Serialize and send one request message.
+
+        ``compress=False`` sends this message uncompressed (its Compressed-Flag
+        clear) on a call that compresses with ``grpc-encoding``; it changes nothing
+        on a call without compression.
 
         Checkpoint: always. On cancellation: the message may or may not have been
         queued; the call's block resets the stream anyway.
@@ -226,7 +238,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
             trio.ClosedResourceError: :meth:`done_writing` was called, or the call
                 already ended with status OK (the server needed no more requests).
         """
-        await self._send(message, end=False)
+        await self._send(message, end=False, compress=compress)
 
     async def done_writing(self) -> None:
         """Half-close: tell the server no more requests follow. Idempotent.
@@ -243,7 +255,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         except _TRANSPORT_ERRORS as exc:
             self._raise_send_failure(exc)
 
-    async def _send(self, message: Req, *, end: bool) -> None:
+    async def _send(self, message: Req, *, end: bool, compress: bool = True) -> None:
         if self._writing_done:
             raise trio.ClosedResourceError("done_writing() was called on this call")
         if self._code is not None:
@@ -258,9 +270,10 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                 StatusCode.RESOURCE_EXHAUSTED,
                 f"trying to send message larger than max ({len(payload)} vs. {limit})",
             )
-        encoding = self._encoding
+        encoding = self._encoding if compress else None
         frame = encode_message(
-            compress(payload, encoding) if encoding else payload, compressed=encoding is not None
+            compress_payload(payload, encoding) if encoding else payload,
+            compressed=encoding is not None,
         )
         if end:
             self._writing_done = True
@@ -394,6 +407,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
             else:
                 self._finish(stream.trailers or ())
         compressed, payload = self._messages.popleft()
+        self._last_compressed = compressed
         if compressed:
             if self._response_encoding is None:
                 self._set_status(StatusCode.INTERNAL, "compressed message without a grpc-encoding")

@@ -48,7 +48,7 @@ from ._framing import (
     SUPPORTED_ENCODINGS,
     MessageDecoder,
     check_encoding,
-    compress,
+    compress as compress_payload,
     decompress,
     encode_message,
 )
@@ -242,6 +242,7 @@ class ServicerContext(metaclass=NoPublicConstructor):
         self._details = ""
         self._encoding: str | None = self._pick(server.compression)
         self._ended = False
+        self._request_compressed: bool | None = None  # written by the call's _Requests
 
     # ------------------------------------------------------------------ call info
 
@@ -281,6 +282,12 @@ class ServicerContext(metaclass=NoPublicConstructor):
     def cancel_reason(self) -> trio_h2t.CancelReason | None:
         """Why the transport cancelled this call's task (``trio_h2t.CancelReason``)."""
         return self._stream.cancel_reason
+
+    @property
+    def request_compressed(self) -> bool | None:
+        """Whether the last request message read had its Compressed-Flag set on the
+        wire (None before the first one). For a unary request, the request's."""
+        return self._request_compressed
 
     # ------------------------------------------------------------------ response
 
@@ -335,8 +342,12 @@ class ServicerContext(metaclass=NoPublicConstructor):
         await self._stream.send_headers(block)
         self._headers_sent = True  # after: a cancelled send_headers queued nothing
 
-    async def write(self, message: Any) -> None:
+    async def write(self, message: Any, *, compress: bool = True) -> None:
         """Send one response message (sending the headers first if needed).
+
+        ``compress=False`` sends this message uncompressed (its Compressed-Flag
+        clear) when the call compresses (:meth:`set_compression`); it changes
+        nothing otherwise.
 
         Checkpoint: always. On cancellation: the message was not queued (the
         headers may have been). Raises RpcError(RESOURCE_EXHAUSTED) if the
@@ -351,9 +362,9 @@ class ServicerContext(metaclass=NoPublicConstructor):
             )
         if not self._headers_sent:
             await self._send_headers()
-        encoding = self._encoding
+        encoding = self._encoding if compress else None
         if encoding is not None:
-            payload = compress(payload, encoding)
+            payload = compress_payload(payload, encoding)
         await self._stream.send_data(encode_message(payload, compressed=encoding is not None))
 
     async def _send_status(self, code: StatusCode, details: str, trailing: Metadata) -> None:
@@ -393,8 +404,10 @@ class _Requests:
         max_size: int | None,
         encoding: str | None,
         deserializer: Deserializer,
+        context: ServicerContext,
     ) -> None:
         self._stream = stream  # immutable after init
+        self._context = context  # immutable after init: told each message's flag
         self._decoder = MessageDecoder(max_size)  # owner: the handler task
         self._max = max_size  # immutable after init
         self._encoding = encoding  # immutable after init
@@ -433,6 +446,7 @@ class _Requests:
         else:
             await trio.lowlevel.checkpoint()
         compressed, payload = self._messages.popleft()
+        self._context._request_compressed = compressed
         if compressed:
             if self._encoding is None:
                 raise RpcError(StatusCode.INTERNAL, "compressed message without a grpc-encoding")
@@ -614,6 +628,7 @@ class Server:
             self.max_receive_message_size,
             None if encoding in (None, "identity") else encoding,
             method.request_deserializer,
+            context,
         )
         code, details, trailing = StatusCode.OK, "", Metadata()
         with trio.CancelScope(deadline=deadline) as scope:

@@ -1,0 +1,241 @@
+"""The interop server: ``grpc.testing.TestService`` on trio_h2t.grpc.
+
+Each method does what grpc/grpc ``doc/interop-test-descriptions.md`` ("Server")
+asks of it:
+
+- UnaryCall: a payload of ``response_size`` zero bytes; ``response_compressed``
+  (CompressedResponse) picks gzip or identity for the response;
+  ``expect_compressed`` (CompressedRequest) fails the call with INVALID_ARGUMENT
+  when the request's Compressed-Flag disagrees; ``response_status`` (Echo Status)
+  ends the call with that code and message.
+- StreamingOutputCall / FullDuplexCall: one response per ResponseParameters
+  (its size, ``interval_us`` before it, its ``compressed`` flag); HalfDuplexCall
+  answers after the client half-closes.
+- StreamingInputCall: the sum of the request payload sizes, after the half-close.
+- Every method echoes ``x-grpc-test-echo-initial`` in its initial metadata and
+  ``x-grpc-test-echo-trailing-bin`` in its trailing metadata (Echo Metadata).
+- UnimplementedCall is not implemented: the server answers UNIMPLEMENTED.
+
+``python -m trio_h2t.interop.server --port N`` (0 picks a free port) prints
+``listening on port N`` once it accepts connections, then serves until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from collections.abc import AsyncIterator, Sequence
+
+import trio
+
+import trio_h2t
+from trio_h2t import grpc
+
+from .protos import empty_pb2, messages_pb2
+
+__all__ = ["SERVICE", "TestService", "main", "serve"]
+
+SERVICE = "grpc.testing.TestService"
+ECHO_INITIAL = "x-grpc-test-echo-initial"
+ECHO_TRAILING = "x-grpc-test-echo-trailing-bin"
+#: The algorithm CompressedResponse uses (grpc core's interop server uses gzip too).
+COMPRESSION = "gzip"
+
+Empty = empty_pb2.Empty
+SimpleRequest = messages_pb2.SimpleRequest
+SimpleResponse = messages_pb2.SimpleResponse
+StreamingInputCallRequest = messages_pb2.StreamingInputCallRequest
+StreamingInputCallResponse = messages_pb2.StreamingInputCallResponse
+StreamingOutputCallRequest = messages_pb2.StreamingOutputCallRequest
+StreamingOutputCallResponse = messages_pb2.StreamingOutputCallResponse
+ResponseParameters = messages_pb2.ResponseParameters
+EchoStatus = messages_pb2.EchoStatus
+
+
+def _payload(size: int) -> messages_pb2.Payload:
+    return messages_pb2.Payload(type=messages_pb2.COMPRESSABLE, body=bytes(size))
+
+
+async def _echo_metadata(context: grpc.ServicerContext) -> None:
+    """Echo Metadata: the initial key in the response headers (sent now), the
+    trailing one with the status."""
+    initial = [(k, v) for k, v in context.invocation_metadata if k == ECHO_INITIAL]
+    trailing = [(k, v) for k, v in context.invocation_metadata if k == ECHO_TRAILING]
+    if trailing:
+        context.set_trailing_metadata(trailing)
+    if initial:
+        await context.send_initial_metadata(initial)
+
+
+def _check_compressed(expect: messages_pb2.BoolValue | None, context: grpc.ServicerContext) -> None:
+    """CompressedRequest: the request's Compressed-Flag must match ``expect``."""
+    if expect is None:
+        return
+    compressed = bool(context.request_compressed)
+    if expect.value and not compressed:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Expected compressed request")
+    if not expect.value and compressed:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Expected uncompressed request")
+
+
+def _check_status(status: EchoStatus | None, context: grpc.ServicerContext) -> None:
+    """Echo Status: end the call with ``status`` (if it is not OK)."""
+    if status is not None and status.code != 0:
+        context.abort(status.code, status.message)
+
+
+def _check_type(response_type: int, context: grpc.ServicerContext) -> None:
+    if response_type != messages_pb2.COMPRESSABLE:
+        context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, f"unsupported response_type {response_type}"
+        )
+
+
+async def _respond(params: Sequence[ResponseParameters], context: grpc.ServicerContext) -> None:
+    for p in params:
+        if p.interval_us:
+            await trio.sleep(p.interval_us / 1e6)
+        compress = not p.HasField("compressed") or p.compressed.value
+        await context.write(
+            StreamingOutputCallResponse(payload=_payload(p.size)), compress=compress
+        )
+
+
+class TestService:
+    """``grpc.testing.TestService`` (register with ``grpc.Server([TestService()])``)."""
+
+    SERVICE_NAME = SERVICE
+    __test__ = False  # not a pytest test class, despite its name
+
+    @grpc.rpc(request_deserializer=Empty.FromString, response_serializer=Empty.SerializeToString)
+    async def EmptyCall(self, request: empty_pb2.Empty, context: grpc.ServicerContext) -> Empty:
+        await _echo_metadata(context)
+        return Empty()
+
+    @grpc.rpc(
+        request_deserializer=SimpleRequest.FromString,
+        response_serializer=SimpleResponse.SerializeToString,
+    )
+    async def UnaryCall(
+        self, request: SimpleRequest, context: grpc.ServicerContext
+    ) -> SimpleResponse:
+        _check_compressed(
+            request.expect_compressed if request.HasField("expect_compressed") else None, context
+        )
+        _check_type(request.response_type, context)
+        if request.HasField("response_compressed"):
+            context.set_compression(COMPRESSION if request.response_compressed.value else None)
+        await _echo_metadata(context)
+        _check_status(
+            request.response_status if request.HasField("response_status") else None, context
+        )
+        return SimpleResponse(payload=_payload(request.response_size))
+
+    @grpc.rpc(
+        "unary_stream",
+        request_deserializer=StreamingOutputCallRequest.FromString,
+        response_serializer=StreamingOutputCallResponse.SerializeToString,
+    )
+    async def StreamingOutputCall(
+        self, request: StreamingOutputCallRequest, context: grpc.ServicerContext
+    ) -> None:
+        _check_type(request.response_type, context)
+        if any(
+            p.HasField("compressed") and p.compressed.value for p in request.response_parameters
+        ):
+            context.set_compression(COMPRESSION)
+        await _echo_metadata(context)
+        await _respond(request.response_parameters, context)
+        _check_status(
+            request.response_status if request.HasField("response_status") else None, context
+        )
+
+    @grpc.rpc(
+        "stream_unary",
+        request_deserializer=StreamingInputCallRequest.FromString,
+        response_serializer=StreamingInputCallResponse.SerializeToString,
+    )
+    async def StreamingInputCall(
+        self, requests: AsyncIterator[StreamingInputCallRequest], context: grpc.ServicerContext
+    ) -> StreamingInputCallResponse:
+        await _echo_metadata(context)
+        total = 0
+        async for request in requests:
+            _check_compressed(
+                request.expect_compressed if request.HasField("expect_compressed") else None,
+                context,
+            )
+            total += len(request.payload.body)
+        return StreamingInputCallResponse(aggregated_payload_size=total)
+
+    @grpc.rpc(
+        "stream_stream",
+        request_deserializer=StreamingOutputCallRequest.FromString,
+        response_serializer=StreamingOutputCallResponse.SerializeToString,
+    )
+    async def FullDuplexCall(
+        self, requests: AsyncIterator[StreamingOutputCallRequest], context: grpc.ServicerContext
+    ) -> None:
+        await _echo_metadata(context)
+        async for request in requests:
+            _check_status(
+                request.response_status if request.HasField("response_status") else None, context
+            )
+            _check_type(request.response_type, context)
+            await _respond(request.response_parameters, context)
+
+    @grpc.rpc(
+        "stream_stream",
+        request_deserializer=StreamingOutputCallRequest.FromString,
+        response_serializer=StreamingOutputCallResponse.SerializeToString,
+    )
+    async def HalfDuplexCall(
+        self, requests: AsyncIterator[StreamingOutputCallRequest], context: grpc.ServicerContext
+    ) -> None:
+        await _echo_metadata(context)
+        buffered = [r async for r in requests]
+        for request in buffered:
+            _check_status(
+                request.response_status if request.HasField("response_status") else None, context
+            )
+            await _respond(request.response_parameters, context)
+
+
+async def serve(
+    port: int,
+    *,
+    host: str | None = None,
+    task_status: trio.TaskStatus[trio_h2t.H2Server] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve TestService on TCP ``port`` (0: a free one) until cancelled.
+
+    Checkpoint: always. On cancellation: the listeners close, connections end.
+    """
+    await trio_h2t.serve_tcp(grpc.Server([TestService()]), port, host=host, task_status=task_status)
+
+
+async def _main(port: int, host: str | None) -> None:
+    async with trio.open_nursery() as nursery:
+        server: trio_h2t.H2Server = await nursery.start(functools.partial(serve, port, host=host))
+        print(f"listening on port {server.port}", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: ``--port N`` (``--use_tls`` is accepted only as false)."""
+    parser = argparse.ArgumentParser(prog="python -m trio_h2t.interop.server")
+    parser.add_argument("--port", type=int, required=True, help="TCP port (0: a free one)")
+    parser.add_argument("--host", default=None, help="address to bind (default: all)")
+    parser.add_argument("--use_tls", default="false", choices=["true", "false"])
+    args = parser.parse_args(argv)
+    if args.use_tls == "true":
+        parser.error("--use_tls=true is not supported (plaintext h2c only)")
+    try:
+        trio.run(_main, args.port, args.host)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
