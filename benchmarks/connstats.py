@@ -3,12 +3,17 @@
 Both come from the public ``statistics()`` of a connection (``ClientConnection``,
 or the ``ServerConnection`` that ``serve_connection`` reports through
 ``task_status``); ``WriteCounters`` is their sum over a server's connections.
+
+``run.py`` also runs this harness against older trio_h2t commits, from before
+``statistics()`` (the base side of a comparison): there the client's counters come
+from ``ClientConnection.loopy_statistics()`` and the server's from the connection
+core ``serve_connection`` reported, ``loopy.statistics()``. Only this module knows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import final
+from typing import Any, final
 
 import trio_h2t
 
@@ -25,17 +30,20 @@ class WriteCounters:
     bytes_written: int
 
 
-def _counters(stats: trio_h2t.ConnectionStatistics) -> WriteCounters:
-    loopy = stats.loopy
+def _counters(loopy: Any) -> WriteCounters:
     return WriteCounters(loopy.frames, loopy.send_alls, loopy.bytes_written)
 
 
 def client_writes(conn: trio_h2t.ClientConnection) -> WriteCounters:
     """The client connection's write counters."""
-    return _counters(conn.statistics())
+    if not hasattr(conn, "statistics"):  # an older trio_h2t (module docstring)
+        return _counters(getattr(conn, "loopy_statistics")())  # noqa: B009
+    return _counters(conn.statistics().loopy)
 
 
 def server_writes(started: trio_h2t.ServerConnection) -> WriteCounters:
     """The write counters of a server connection (what ``serve_connection``
     reported to ``task_status``)."""
-    return _counters(started.statistics())
+    if not hasattr(started, "statistics"):  # an older trio_h2t (module docstring)
+        return _counters(getattr(started, "loopy").statistics())  # noqa: B009
+    return _counters(started.statistics().loopy)
