@@ -228,7 +228,7 @@ def _graph() -> dict[str, tuple[set[str], set[str]]]:
     return {
         _module_name(path): _package_imports(path)
         for path in sorted(_PACKAGE.rglob("*.py"))
-        if path.parent.name != "grpc"
+        if "grpc" not in path.relative_to(_PACKAGE).parts  # grpc/ and grpc/protos/
     }
 
 
