@@ -466,3 +466,20 @@ def test_benchmain_compare_prints_before_after_percentage(tmp_path: Path) -> Non
     assert "(medians of 2 / 1 runs)" in proc.stdout
     qps_row = next(line for line in proc.stdout.splitlines() if line.startswith("QPS"))
     assert qps_row.split() == ["QPS", "200.0", "250.0", "+25.00%"]
+
+
+def test_grpc_codec_compares_reuse_on_and_off(tmp_path: Path) -> None:
+    """benchmarks/grpc_codec.py runs both settings in one run; reuse asks for fewer bytes."""
+    from benchmarks import grpc_codec
+
+    out = tmp_path / "codec.json"
+    args = ["--rounds", "1", "--warmup", "0.05", "--duration", "0.3", "--json", str(out)]
+    assert grpc_codec.main(args) == 0
+    results = json.loads(out.read_text())["results"]
+    by_reuse = {r["reuse"]: r for r in results}
+    assert set(by_reuse) == {True, False}
+    assert all(r["ops"] > 0 for r in results)
+    if by_reuse[True]["bytes_per_op"] is not None:  # the allocation hook was built
+        # two 8 KiB bodies decoded per call, each copied once instead of three times
+        saved = by_reuse[False]["bytes_per_op"] - by_reuse[True]["bytes_per_op"]
+        assert saved > 2 * 2 * 8192 * 0.9
