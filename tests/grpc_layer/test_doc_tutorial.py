@@ -20,7 +20,7 @@ def _block(lang: str, containing: str) -> str:
     blocks = re.findall(rf"^```{lang}\n(.*?)^```", PAGE.read_text(), re.S | re.M)
     found = [b for b in blocks if containing in b]
     assert len(found) == 1, (lang, containing, len(found))
-    return found[0]
+    return str(found[0])
 
 
 def test_tutorial_generates_and_runs(tmp_path: Path) -> None:

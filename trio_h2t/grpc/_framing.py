@@ -14,6 +14,14 @@ The receive limit is checked on the prefix, before a byte of the body is buffere
 (decompression stops at the limit: a small compressed message cannot expand
 without bound). Either way the call fails with RESOURCE_EXHAUSTED.
 
+Buffers: a decoder with ``buffer_reuse`` (the default) copies a message found whole
+in a chunk straight out of it, and gathers a body of 1 KiB or more that arrives in
+pieces in a bytearray it keeps (grpc-go reuses pooled buffers from 1 KiB in its
+codec), copying it out once; payloads are always fresh ``bytes``, so the kept
+buffer is never aliased. Encoding builds each message once (prefix + payload) and
+keeps nothing: ``H2Stream.send_data`` holds its argument until loopy frames it, so
+a reused send buffer would be overwritten while still queued.
+
 Compression (grpc/grpc ``doc/compression.md``): the sender names its algorithm in
 ``grpc-encoding`` and sets the flag on each compressed message; ``identity``,
 ``gzip`` (RFC 1952) and ``deflate`` (the zlib format, RFC 1950, as grpc core and
@@ -132,7 +140,16 @@ class MessageDecoder:
     out and converted: three copies); ``benchmarks/grpc_codec.py`` compares the two.
     """
 
-    __slots__ = ("_body", "_buf", "_filled", "_flag", "_need", "buffer_reuse", "max_message_size")
+    __slots__ = (
+        "_body",
+        "_buf",
+        "_filled",
+        "_flag",
+        "_need",
+        "_view",
+        "buffer_reuse",
+        "max_message_size",
+    )
 
     def __init__(
         self,
@@ -148,6 +165,7 @@ class MessageDecoder:
         self._need = -1  # body length of the message in progress; -1: reading a prefix
         self._flag = 0
         self._body = bytearray()  # the kept buffer for large bodies in pieces
+        self._view = memoryview(self._body)  # of _body (never resized: replaced)
         self._filled = -1  # bytes of the current body in _body; -1: not using _body
 
     @property
@@ -180,7 +198,7 @@ class MessageDecoder:
             stop = filled + end
             if stop < self._need:
                 # A middle piece of a large body: into the kept buffer, nothing else.
-                self._body[filled:stop] = data
+                self._view[filled:stop] = data
                 self._filled = stop
                 return []
         out: list[tuple[bool, bytes]] = []
@@ -214,24 +232,23 @@ class MessageDecoder:
             if filled < 0 and not buf and need >= REUSE_MIN_SIZE:
                 if len(self._body) < need:
                     self._body = bytearray(need)  # the largest so far; kept
+                    self._view = memoryview(self._body)
                 filled = 0
             if filled >= 0:
                 take = min(need - filled, avail)
-                if take == end:  # all of ``data`` (a middle piece): no slice object
-                    self._body[filled : filled + take] = data
+                # Through the view: a bytearray's own slice assignment copies a
+                # bytes value into a temporary bytearray first.
+                if take == end:
+                    self._view[filled : filled + take] = data
                 else:
-                    self._body[filled : filled + take] = memoryview(data)[pos : pos + take]
+                    self._view[filled : filled + take] = memoryview(data)[pos : pos + take]
                 filled += take
                 pos += take
                 if filled < need:
                     self._filled = filled
                     break
                 body = self._body
-                if len(body) == need:
-                    payload = bytes(body)
-                else:
-                    with memoryview(body) as view:
-                        payload = bytes(view[:need])
+                payload = bytes(body) if len(body) == need else bytes(self._view[:need])
                 out.append((self._flag == 1, payload))
                 self._filled = -1
             else:
