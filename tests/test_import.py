@@ -229,7 +229,7 @@ def _graph() -> dict[str, tuple[set[str], set[str]]]:
     return {
         _module_name(path): _package_imports(path)
         for path in sorted(_PACKAGE.rglob("*.py"))
-        if not {"grpc", "interop"} & set(path.relative_to(_PACKAGE).parts[:-1])
+        if not {"grpc", "interop"} & set(path.relative_to(_PACKAGE).parts)
     }
 
 

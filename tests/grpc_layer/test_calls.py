@@ -849,3 +849,20 @@ async def test_lost_connection_is_unavailable() -> None:
                 with pytest.raises(grpc.RpcError) as info:
                     await ch.unary_unary("/h.H/Hang")(b"")
     assert info.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+@pytest.mark.parametrize("reuse", [True, False], ids=["reuse", "no-reuse"])
+async def test_buffer_reuse_on_and_off_carry_the_same_messages(reuse: bool) -> None:
+    """Both decoders (the kept buffer, and the plain one) on both sides carry
+    messages from 0 B to 1 MiB whole, over the real transport's DATA frames."""
+    sizes = [0, 100, 1023, 1024, 8192, 70_000, 1 << 20]
+    messages = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    server = grpc.Server([Echo()], buffer_reuse=reuse)
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(server, buffer_reuse=reuse) as channel:
+            assert channel.buffer_reuse is reuse
+            unary = channel.unary_unary("/test.Echo/Unary")
+            for message in messages:
+                assert await unary(message) == message
+            concat = channel.stream_unary("/test.Echo/Concat")
+            assert await concat(messages) == b"".join(messages)

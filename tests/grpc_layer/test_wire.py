@@ -87,7 +87,7 @@ def _frames(messages: list[bytes]) -> bytes:
 def test_decoder_reassembles_any_split(messages: list[bytes], cuts: list[int]) -> None:
     """Messages come out whole and in order however the bytes are split into chunks."""
     wire = _frames(messages)
-    decoder = grpc.MessageDecoder()
+    decoder = grpc.MessageDecoder(buffer_reuse=False)
     out: list[bytes] = []
     pos = 0
     for cut in cuts:
@@ -96,6 +96,42 @@ def test_decoder_reassembles_any_split(messages: list[bytes], cuts: list[int]) -
     out.extend(payload for _, payload in decoder.feed(wire[pos:]))
     assert out == messages
     assert not decoder.pending
+
+
+@given(
+    st.lists(st.binary(max_size=300) | st.binary(min_size=1000, max_size=5000), max_size=6),
+    st.lists(st.integers(min_value=1, max_value=3000), max_size=40),
+)
+def test_reusing_decoder_reassembles_any_split(messages: list[bytes], cuts: list[int]) -> None:
+    """With buffer reuse (small and >= 1 KiB bodies, whole or in pieces) the same
+    messages come out, each a fresh bytes, even though the caller overwrites its
+    chunk buffer after every feed."""
+    wire = _frames(messages)
+    decoder = grpc.MessageDecoder()
+    assert decoder.buffer_reuse
+    out: list[bytes] = []
+    pos = 0
+    chunk = bytearray()
+    for cut in [*cuts, len(wire)]:
+        chunk[:] = wire[pos : pos + cut]
+        got = decoder.feed(chunk)
+        chunk[:] = b"\xff" * len(chunk)  # the caller reuses its buffer
+        for _, payload in got:
+            assert type(payload) is bytes
+        out.extend(payload for _, payload in got)
+        pos += cut
+    assert out == messages
+    assert not decoder.pending
+
+
+def test_reusing_decoder_keeps_one_buffer_and_hands_out_copies() -> None:
+    """Large messages in pieces share the decoder's kept buffer, never the payloads."""
+    decoder = grpc.MessageDecoder()
+    first, second = b"a" * 4000, b"b" * 3000
+    wire = _frames([first, second])
+    got = [p for i in range(0, len(wire), 700) for _, p in decoder.feed(wire[i : i + 700])]
+    assert got == [first, second]  # the second body overwrote the kept buffer, not ``first``
+    assert len(decoder._body) == 4000  # sized once, to the largest
 
 
 def test_decoder_several_messages_in_one_chunk_and_empty_messages() -> None:

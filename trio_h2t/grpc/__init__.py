@@ -34,6 +34,7 @@ from ._framing import (
 )
 from ._metadata import (
     Metadata as Metadata,
+    MetadataLike as MetadataLike,
     encode_timeout as encode_timeout,
     parse_timeout as parse_timeout,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "Channel",
     "GenericHandler",
     "Metadata",
+    "MetadataLike",
     "MessageDecoder",
     "MethodHandler",
     "MethodKind",

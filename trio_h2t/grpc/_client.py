@@ -151,7 +151,9 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         # owner: the sending task
         self._writing_done = False
         # owner: the receiving task
-        self._decoder = MessageDecoder(channel.max_receive_message_size)
+        self._decoder = MessageDecoder(
+            channel.max_receive_message_size, buffer_reuse=channel.buffer_reuse
+        )
         self._messages: deque[tuple[bool, bytes]] = deque()
         self._initial: Metadata | None = None
         self._response_encoding: str | None = None
@@ -510,7 +512,9 @@ class Channel:
     "identity", "gzip" or "deflate"; per call it can be overridden),
     ``max_receive_message_size`` (default 4 MiB; None: no limit),
     ``max_send_message_size`` (default None: no limit), ``metadata`` sent on every
-    call before the call's own.
+    call before the call's own, ``buffer_reuse`` (default True: each call's response
+    decoder keeps one buffer for messages of 1 KiB and more, see
+    :class:`MessageDecoder`).
 
     There is one connection and no reconnection: calls wait for stream quota (the
     server's MAX_CONCURRENT_STREAMS), as grpcio's ``wait_for_ready`` waits for a
@@ -526,8 +530,10 @@ class Channel:
         max_receive_message_size: int | None = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
         max_send_message_size: int | None = None,
         metadata: MetadataLike = (),
+        buffer_reuse: bool = True,
     ) -> None:
         self._conn = connection  # immutable after init
+        self.buffer_reuse = buffer_reuse  # immutable after init
         self.compression = check_encoding(compression)  # immutable after init
         self.max_receive_message_size = max_receive_message_size  # immutable after init
         self.max_send_message_size = max_send_message_size  # immutable after init
@@ -866,6 +872,7 @@ async def open_channel(
     max_receive_message_size: int | None = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
     max_send_message_size: int | None = None,
     metadata: MetadataLike = (),
+    buffer_reuse: bool = True,
 ) -> AsyncIterator[Channel]:
     """Connect (``trio_h2t.open_connection``: h2c, or TLS with ``ssl_context``) and
     give a :class:`Channel` on it; the other options are the Channel's.
@@ -883,6 +890,7 @@ async def open_channel(
             max_receive_message_size=max_receive_message_size,
             max_send_message_size=max_send_message_size,
             metadata=metadata,
+            buffer_reuse=buffer_reuse,
         )
         yield channel
         await channel.aclose()

@@ -14,6 +14,14 @@ The receive limit is checked on the prefix, before a byte of the body is buffere
 (decompression stops at the limit: a small compressed message cannot expand
 without bound). Either way the call fails with RESOURCE_EXHAUSTED.
 
+Buffers: a decoder with ``buffer_reuse`` (the default) copies a message found whole
+in a chunk straight out of it, and gathers a body of 1 KiB or more that arrives in
+pieces in a bytearray it keeps (grpc-go reuses pooled buffers from 1 KiB in its
+codec), copying it out once; payloads are always fresh ``bytes``, so the kept
+buffer is never aliased. Encoding builds each message once (prefix + payload) and
+keeps nothing: ``H2Stream.send_data`` holds its argument until loopy frames it, so
+a reused send buffer would be overwritten while still queued.
+
 Compression (grpc/grpc ``doc/compression.md``): the sender names its algorithm in
 ``grpc-encoding`` and sets the flag on each compressed message; ``identity``,
 ``gzip`` (RFC 1952) and ``deflate`` (the zlib format, RFC 1950, as grpc core and
@@ -33,6 +41,7 @@ from ._status import RpcError, StatusCode
 __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_SIZE",
     "SUPPORTED_ENCODINGS",
+    "REUSE_MIN_SIZE",
     "MessageDecoder",
     "compress",
     "decompress",
@@ -46,6 +55,10 @@ MAX_MESSAGE_LENGTH: Final = 2**32 - 1
 #: What we accept, in the order announced in ``grpc-accept-encoding``.
 SUPPORTED_ENCODINGS: Final = ("identity", "deflate", "gzip")
 ACCEPT_ENCODING: Final = ",".join(SUPPORTED_ENCODINGS)
+
+#: The body size from which a decoder with ``buffer_reuse`` gathers a message
+#: arriving in pieces in its kept buffer (grpc-go's codec pools buffers from 1 KiB).
+REUSE_MIN_SIZE: Final = 1024
 
 _PREFIX = struct.Struct(">BI")
 PREFIX_SIZE: Final = _PREFIX.size  # 5
@@ -116,23 +129,140 @@ class MessageDecoder:
     a prefix may state; a larger one raises RpcError(RESOURCE_EXHAUSTED) from
     :meth:`feed` before its body is kept. A flag byte other than 0 or 1 raises
     RpcError(INTERNAL). After either, the decoder must not be used again.
+
+    ``buffer_reuse`` (default True): a message found whole in the bytes fed is copied
+    straight out of them (one copy, nothing buffered), and the body of a message of
+    :data:`REUSE_MIN_SIZE` bytes or more that arrives in pieces is gathered in one
+    bytearray the decoder keeps for its life (sized once to the largest such
+    message), then copied out once. Every payload returned is a fresh ``bytes`` the
+    caller owns: the kept buffer is never handed out, so nothing aliases it. With
+    False, everything goes through one growing buffer (bytes are copied in, sliced
+    out and converted: three copies); ``benchmarks/grpc_codec.py`` compares the two.
     """
 
-    __slots__ = ("_buf", "_flag", "_need", "max_message_size")
+    __slots__ = (
+        "_body",
+        "_buf",
+        "_filled",
+        "_flag",
+        "_need",
+        "_view",
+        "buffer_reuse",
+        "max_message_size",
+    )
 
-    def __init__(self, max_message_size: int | None = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE) -> None:
+    def __init__(
+        self,
+        max_message_size: int | None = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
+        *,
+        buffer_reuse: bool = True,
+    ) -> None:
         self.max_message_size = max_message_size  # immutable after init
-        self._buf = bytearray()  # owner: the one task reading the stream
+        self.buffer_reuse = buffer_reuse  # immutable after init
+        # Every field below: owner: the one task reading the stream (feed).
+        # A partial prefix, or (small body, or buffer_reuse off) the buffered bytes.
+        self._buf = bytearray()
         self._need = -1  # body length of the message in progress; -1: reading a prefix
         self._flag = 0
+        self._body = bytearray()  # the kept buffer for large bodies in pieces
+        self._view = memoryview(self._body)  # of _body (never resized: replaced)
+        self._filled = -1  # bytes of the current body in _body; -1: not using _body
 
     @property
     def pending(self) -> bool:
         """True if part of a message (a prefix or a body) is buffered."""
         return bool(self._buf) or self._need >= 0
 
-    def feed(self, data: bytes) -> list[tuple[bool, bytes]]:
-        """Add ``data``; return the messages it completes, in order."""
+    def _start(self, flag: int, length: int) -> None:
+        if flag > 1:
+            raise RpcError(StatusCode.INTERNAL, f"invalid compressed-flag {flag} in message prefix")
+        limit = self.max_message_size
+        if limit is not None and length > limit:
+            raise RpcError(
+                StatusCode.RESOURCE_EXHAUSTED,
+                f"received message larger than max ({length} vs. {limit})",
+            )
+        self._flag = flag
+        self._need = length
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[tuple[bool, bytes]]:
+        """Add ``data``; return the messages it completes, in order. ``data`` is not
+        kept: the caller may reuse it once this returns."""
+        if not self.buffer_reuse:
+            return self._feed_buffered(data)
+        if type(data) is not bytes:
+            data = bytes(data)  # the transport gives bytes; slicing bytes gives bytes
+        end = len(data)
+        filled = self._filled
+        if filled >= 0:
+            stop = filled + end
+            if stop < self._need:
+                # A middle piece of a large body: into the kept buffer, nothing else.
+                self._view[filled:stop] = data
+                self._filled = stop
+                return []
+        out: list[tuple[bool, bytes]] = []
+        pos = 0
+        buf = self._buf
+        while True:
+            if self._need < 0:  # a prefix
+                if buf or end - pos < PREFIX_SIZE:
+                    take = min(PREFIX_SIZE - len(buf), end - pos)
+                    buf += data[pos : pos + take]
+                    pos += take
+                    if len(buf) < PREFIX_SIZE:
+                        break
+                    flag, length = _PREFIX.unpack(buf)
+                    buf.clear()
+                else:
+                    flag, length = _PREFIX.unpack_from(data, pos)
+                    pos += PREFIX_SIZE
+                self._start(flag, length)
+            need = self._need
+            avail = end - pos
+            filled = self._filled
+            if filled < 0 and not buf and avail >= need:
+                # The whole body is here: one copy, straight out of ``data``.
+                out.append((self._flag == 1, data[pos : pos + need]))
+                pos += need
+                self._need = -1
+                continue
+            if avail == 0:
+                break
+            if filled < 0 and not buf and need >= REUSE_MIN_SIZE:
+                if len(self._body) < need:
+                    self._body = bytearray(need)  # the largest so far; kept
+                    self._view = memoryview(self._body)
+                filled = 0
+            if filled >= 0:
+                take = min(need - filled, avail)
+                # Through the view: a bytearray's own slice assignment copies a
+                # bytes value into a temporary bytearray first.
+                if take == end:
+                    self._view[filled : filled + take] = data
+                else:
+                    self._view[filled : filled + take] = memoryview(data)[pos : pos + take]
+                filled += take
+                pos += take
+                if filled < need:
+                    self._filled = filled
+                    break
+                body = self._body
+                payload = bytes(body) if len(body) == need else bytes(self._view[:need])
+                out.append((self._flag == 1, payload))
+                self._filled = -1
+            else:
+                take = min(need - len(buf), avail)
+                buf += data[pos : pos + take]
+                pos += take
+                if len(buf) < need:
+                    break
+                out.append((self._flag == 1, bytes(buf)))
+                buf.clear()
+            self._need = -1
+        return out
+
+    def _feed_buffered(self, data: bytes | bytearray | memoryview) -> list[tuple[bool, bytes]]:
         buf = self._buf
         buf += data
         out: list[tuple[bool, bytes]] = []
@@ -144,18 +274,7 @@ class MessageDecoder:
                     break
                 flag, length = _PREFIX.unpack_from(buf, pos)
                 pos += PREFIX_SIZE
-                if flag > 1:
-                    raise RpcError(
-                        StatusCode.INTERNAL, f"invalid compressed-flag {flag} in message prefix"
-                    )
-                limit = self.max_message_size
-                if limit is not None and length > limit:
-                    raise RpcError(
-                        StatusCode.RESOURCE_EXHAUSTED,
-                        f"received message larger than max ({length} vs. {limit})",
-                    )
-                self._flag = flag
-                self._need = length
+                self._start(flag, length)
             if end - pos < self._need:
                 break
             stop = pos + self._need

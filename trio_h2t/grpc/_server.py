@@ -405,10 +405,11 @@ class _Requests:
         encoding: str | None,
         deserializer: Deserializer,
         context: ServicerContext,
+        buffer_reuse: bool,
     ) -> None:
         self._stream = stream  # immutable after init
         self._context = context  # immutable after init: told each message's flag
-        self._decoder = MessageDecoder(max_size)  # owner: the handler task
+        self._decoder = MessageDecoder(max_size, buffer_reuse=buffer_reuse)  # owner: handler
         self._max = max_size  # immutable after init
         self._encoding = encoding  # immutable after init
         self._deserializer = deserializer  # immutable after init
@@ -491,7 +492,9 @@ class Server:
     service objects (see :meth:`add_service`). Options (keyword-only):
     ``max_receive_message_size`` (default 4 MiB; None: no limit),
     ``max_send_message_size`` (default None), ``compression`` (the response
-    compression when the client accepts it; None).
+    compression when the client accepts it; None), ``buffer_reuse`` (default True:
+    each call's request decoder keeps one buffer for messages of 1 KiB and more, see
+    :class:`MessageDecoder`).
 
     Serve it with any trio_h2t server: ``trio_h2t.open_server(server, port)``.
     """
@@ -503,7 +506,9 @@ class Server:
         max_receive_message_size: int | None = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
         max_send_message_size: int | None = None,
         compression: str | None = None,
+        buffer_reuse: bool = True,
     ) -> None:
+        self.buffer_reuse = buffer_reuse  # immutable after init
         self.max_receive_message_size = max_receive_message_size  # immutable after init
         self.max_send_message_size = max_send_message_size  # immutable after init
         self.compression = check_encoding(compression)  # immutable after init
@@ -629,6 +634,7 @@ class Server:
             None if encoding in (None, "identity") else encoding,
             method.request_deserializer,
             context,
+            self.buffer_reuse,
         )
         code, details, trailing = StatusCode.OK, "", Metadata()
         with trio.CancelScope(deadline=deadline) as scope:

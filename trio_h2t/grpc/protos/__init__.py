@@ -1,0 +1,3 @@
+"""Vendored .proto files and their generated protobuf modules (``scripts/gen_health.py``)."""
+
+__all__: list[str] = []
