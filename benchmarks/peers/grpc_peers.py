@@ -91,24 +91,16 @@ PRESETS: dict[str, Preset] = {
 # ---------------------------------------------------------------- generated code
 
 
-def compile_proto(out: Path, purerpc_plugin: Path | None = None) -> None:
-    """Compile bench.proto into ``out`` (bench_pb2, bench_pb2_grpc, grpclib's
-    bench_grpc) and, with ``purerpc_plugin``, purerpc's stub into ``out/purerpc``."""
+def compile_proto(out: Path, purerpc_plugin: Path | None = None, *, peers: bool = True) -> None:
+    """Compile bench.proto into ``out`` (bench_pb2; with ``peers``, grpcio's
+    bench_pb2_grpc and grpclib's bench_grpc) and, with ``purerpc_plugin``,
+    purerpc's stub into ``out/purerpc``."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     base = [sys.executable, "-m", "grpc_tools.protoc", f"-I{HERE}"]
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            *base,
-            f"--python_out={out}",
-            f"--grpc_python_out={out}",
-            f"--grpclib_python_out={out}",
-            "bench.proto",
-        ],
-        check=True,
-        env=env,
-    )
+    stubs = [f"--grpc_python_out={out}", f"--grpclib_python_out={out}"] if peers else []
+    subprocess.run([*base, f"--python_out={out}", *stubs, "bench.proto"], check=True, env=env)
     if purerpc_plugin is not None:
         (out / "purerpc").mkdir(exist_ok=True)
         subprocess.run(
