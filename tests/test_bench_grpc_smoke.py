@@ -8,6 +8,7 @@ OK, every response the preset's size, the server's CPU read), never how fast.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def test_trio_h2t_preset_completes_ok_calls(preset: str, generated: Path) -> Non
     result = grpc_peers.run_one(
         "trio_h2t",
         preset,
-        python=grpc_peers.sys.executable,
+        python=sys.executable,
         gen=generated,
         duration=0.6 if big else 0.2,
         warmup=0.4 if big else 0.1,
