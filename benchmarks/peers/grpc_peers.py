@@ -652,6 +652,11 @@ def run_one(
     return result
 
 
+def ratio_of(top: float, bottom: float) -> float:
+    """top / bottom, NaN when bottom is 0 or NaN (no call completed in a window)."""
+    return top / bottom if bottom and not math.isnan(bottom) else math.nan
+
+
 def medians(results: list[dict[str, Any]], key: str) -> float:
     import statistics
 
@@ -772,23 +777,18 @@ def report(results: list[dict[str, Any]], presets: list[str], impls: list[str], 
         by.setdefault((r["preset"], r["impl"]), []).append(r)
     qps: dict[tuple[str, str], list[float]] = {k: [r["qps"] for r in v] for k, v in by.items()}
     for name in presets:
-        ref = qps.get((name, "trio_h2t"), [])
+        # a run with no call in its window (0 QPS) cannot be a divisor
+        ref = [q for q in qps.get((name, "trio_h2t"), []) if q > 0]
         for impl in impls:
             rs = by.get((name, impl), [])
             if not rs:
                 continue
             q = qps[(name, impl)]
-            ratio = medians(rs, "qps") / medians(by[(name, "trio_h2t")], "qps") if ref else math.nan
+            ratio = ratio_of(medians(rs, "qps"), medians(by[(name, "trio_h2t")], "qps"))
             low, high = stats.bootstrap_ratio(q, ref, level=0.95) if ref else (math.nan, math.nan)
-            p99_ratio = (
-                medians(rs, "p99_ms") / medians(by[(name, "trio_h2t")], "p99_ms")
-                if ref
-                else math.nan
-            )
-            cpu_ratio = (
-                medians(rs, "cpu_us_per_call") / medians(by[(name, "trio_h2t")], "cpu_us_per_call")
-                if ref
-                else math.nan
+            p99_ratio = ratio_of(medians(rs, "p99_ms"), medians(by[(name, "trio_h2t")], "p99_ms"))
+            cpu_ratio = ratio_of(
+                medians(rs, "cpu_us_per_call"), medians(by[(name, "trio_h2t")], "cpu_us_per_call")
             )
             lines.append(
                 f"| {name} | {impl} | {medians(rs, 'qps'):.0f}"
@@ -825,8 +825,9 @@ def targets(by: dict[tuple[str, str], list[dict[str, Any]]], stats: Any) -> list
             return
         import statistics
 
-        value = statistics.median(top) / statistics.median(bottom)
-        lo, hi = stats.bootstrap_ratio(top, bottom, level=0.95)
+        value = ratio_of(statistics.median(top), statistics.median(bottom))
+        nonzero = [b for b in bottom if b > 0]
+        lo, hi = stats.bootstrap_ratio(top, nonzero, level=0.95) if nonzero else (math.nan,) * 2
         ok = value <= bound if low else value >= bound
         sign = "<=" if low else ">="
         rows.append(
@@ -877,7 +878,7 @@ def plot(results: list[dict[str, Any]], presets: list[str], impls: list[str], pa
             mine = [r for r in results if r["preset"] == name and r["impl"] == impl]
             ref = [r for r in results if r["preset"] == name and r["impl"] == "trio_h2t"]
             ok = bool(mine and ref)
-            qps_ratio.append(medians(mine, "qps") / medians(ref, "qps") if ok else 0.0)
+            qps_ratio.append(ratio_of(medians(mine, "qps"), medians(ref, "qps")) if ok else 0.0)
             cpu.append(
                 medians(mine, "server_us_per_call") + medians(mine, "client_us_per_call")
                 if mine
