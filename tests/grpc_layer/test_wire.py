@@ -160,6 +160,22 @@ def test_receive_limit_is_checked_on_the_prefix() -> None:
     assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+def test_decoder_whole_message_chunk_comes_out_as_bytes() -> None:
+    """A chunk that is exactly one message (the small-call case) gives its body as bytes;
+    over the limit or with a bad flag it still raises."""
+    wire = grpc.encode_message(b"hello")
+    out = grpc.MessageDecoder().feed(wire)
+    assert out == [(False, b"hello")]
+    assert type(out[0][1]) is bytes
+    assert grpc.MessageDecoder().feed(grpc.encode_message(b"")) == [(False, b"")]
+    with pytest.raises(grpc.RpcError) as info:
+        grpc.MessageDecoder(max_message_size=4).feed(wire)
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    with pytest.raises(grpc.RpcError) as info:
+        grpc.MessageDecoder().feed(b"\x02" + wire[1:])
+    assert info.value.code == grpc.StatusCode.INTERNAL
+
+
 def test_default_receive_limit_is_4_mib() -> None:
     """The default limit is 4 MiB, inclusive."""
     assert grpc.DEFAULT_MAX_RECEIVE_MESSAGE_SIZE == 4 * 1024 * 1024

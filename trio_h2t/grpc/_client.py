@@ -79,6 +79,13 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 USER_AGENT = f"trio_h2t-grpc/{trio_h2t.__version__}"
+_FIXED_REQUEST_HEADERS = (
+    (b"te", b"trailers"),
+    (b"content-type", b"application/grpc"),
+    (b"user-agent", USER_AGENT.encode()),
+    (b"grpc-accept-encoding", ACCEPT_ENCODING.encode()),
+)
+_PLAIN_HEADERS_MAX = 256
 #: RST_STREAM CANCEL (RFC 9113 §7): how a client cancels a call.
 RST_CANCEL = 0x8
 _TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
@@ -538,6 +545,10 @@ class Channel:
         self.max_receive_message_size = max_receive_message_size  # immutable after init
         self.max_send_message_size = max_send_message_size  # immutable after init
         self._metadata_headers = metadata_to_headers(Metadata(metadata))  # immutable after init
+        # owner: the calls' tasks (one trio thread). Method path -> the request header
+        # block of a call with no deadline, compression or per-call metadata (the same
+        # every time), built once per method; bounded by _PLAIN_HEADERS_MAX.
+        self._plain_headers: dict[str, list[tuple[bytes, bytes]]] = {}
         self._closing = False  # owner: aclose (set once)
         self._active = 0  # owner: the calling tasks (no await between read and write)
         self._idle = trio.Event()  # set when _active drops to 0 while closing
@@ -602,12 +613,12 @@ class Channel:
     def _headers(
         self, method: str, deadline: float, metadata: MetadataLike, encoding: str | None
     ) -> list[tuple[bytes, bytes]]:
-        extra: list[tuple[bytes, bytes]] = [
-            (b"te", b"trailers"),
-            (b"content-type", b"application/grpc"),
-            (b"user-agent", USER_AGENT.encode()),
-            (b"grpc-accept-encoding", ACCEPT_ENCODING.encode()),
-        ]
+        plain = encoding is None and deadline == math.inf and not metadata
+        if plain:
+            cached = self._plain_headers.get(method)
+            if cached is not None:
+                return list(cached)
+        extra = list(_FIXED_REQUEST_HEADERS)
         if encoding is not None:
             extra.append((b"grpc-encoding", encoding.encode()))
         if deadline != math.inf:
@@ -616,7 +627,10 @@ class Channel:
         extra.extend(self._metadata_headers)
         if metadata:
             extra.extend(metadata_to_headers(Metadata(metadata)))
-        return self._conn.request_headers("POST", method, extra)
+        block = self._conn.request_headers("POST", method, extra)
+        if plain and len(self._plain_headers) < _PLAIN_HEADERS_MAX:
+            self._plain_headers[method] = list(block)
+        return block
 
     @asynccontextmanager
     async def _open(

@@ -264,6 +264,17 @@ class MessageDecoder:
 
     def _feed_buffered(self, data: bytes | bytearray | memoryview) -> list[tuple[bool, bytes]]:
         buf = self._buf
+        if not buf and self._need < 0 and len(data) >= PREFIX_SIZE:
+            # The common case of small calls: ``data`` is exactly one whole message.
+            # Its body is sliced out once, not copied into the buffer first.
+            flag, length = _PREFIX.unpack_from(data, 0)
+            limit = self.max_message_size
+            if (
+                len(data) == PREFIX_SIZE + length
+                and flag <= 1
+                and (limit is None or length <= limit)
+            ):
+                return [(flag == 1, bytes(data[PREFIX_SIZE:]))]
         buf += data
         out: list[tuple[bool, bytes]] = []
         pos = 0
@@ -278,7 +289,8 @@ class MessageDecoder:
             if end - pos < self._need:
                 break
             stop = pos + self._need
-            out.append((self._flag == 1, bytes(buf[pos:stop])))
+            with memoryview(buf) as view:  # one copy of the body, not two
+                out.append((self._flag == 1, bytes(view[pos:stop])))
             pos = stop
             self._need = -1
         if pos:

@@ -80,6 +80,31 @@ log = logging.getLogger("trio_h2t.grpc")
 
 _TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
 
+# Built once, not per RPC (the hot path of a small unary call).
+_STATUS_VALUES = {code: str(int(code)).encode() for code in StatusCode}
+_ACCEPT_ENCODING = ACCEPT_ENCODING.encode()
+_TRAILERS_ONLY_HEAD = (
+    (b":status", b"200"),
+    (b"content-type", b"application/grpc"),
+    (b"grpc-accept-encoding", _ACCEPT_ENCODING),
+)
+# grpc-accept-encoding values seen -> their parsed sets (clients send one or two
+# values for a whole connection); bounded so a peer cannot grow it without limit.
+_ACCEPT_CACHE: dict[bytes, frozenset[str]] = {}
+_ACCEPT_CACHE_MAX = 64
+
+
+def _parse_accept(value: bytes | None) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    found = _ACCEPT_CACHE.get(value)
+    if found is None:
+        text = value.decode("utf-8", "surrogateescape")  # as Headers.get(str) decodes
+        found = frozenset(e.strip() for e in text.split(",") if e.strip())
+        if len(_ACCEPT_CACHE) < _ACCEPT_CACHE_MAX:
+            _ACCEPT_CACHE[value] = found
+    return found
+
 
 @final
 class MethodKind(enum.Enum):
@@ -337,7 +362,7 @@ class ServicerContext(metaclass=NoPublicConstructor):
         block = [(b":status", b"200"), (b"content-type", b"application/grpc")]
         if self._encoding is not None:
             block.append((b"grpc-encoding", self._encoding.encode()))
-        block.append((b"grpc-accept-encoding", ACCEPT_ENCODING.encode()))
+        block.append((b"grpc-accept-encoding", _ACCEPT_ENCODING))
         block.extend(self._initial)
         await self._stream.send_headers(block)
         self._headers_sent = True  # after: a cancelled send_headers queued nothing
@@ -371,25 +396,21 @@ class ServicerContext(metaclass=NoPublicConstructor):
         if self._ended:
             return
         self._ended = True
-        block: list[tuple[bytes, bytes]] = [(b"grpc-status", str(int(code)).encode())]
+        block: list[tuple[bytes, bytes]] = [(b"grpc-status", _STATUS_VALUES[code])]
         if details:
             block.append((b"grpc-message", encode_grpc_message(details).encode("ascii")))
-        try:
-            block.extend(metadata_to_headers(trailing))
-        except ValueError:
-            log.exception("trailing metadata of %s refused", self.method)
+        if trailing:
+            try:
+                block.extend(metadata_to_headers(trailing))
+            except ValueError:
+                log.exception("trailing metadata of %s refused", self.method)
         try:
             if self._headers_sent:
                 await self._stream.send_trailers(block)
             else:
                 # Trailers-only (PROTOCOL-HTTP2.md): one HEADERS frame, END_STREAM.
-                head = [
-                    (b":status", b"200"),
-                    (b"content-type", b"application/grpc"),
-                    (b"grpc-accept-encoding", ACCEPT_ENCODING.encode()),
-                ]
                 self._headers_sent = True
-                await self._stream.send_headers(head + block, end_stream=True)
+                await self._stream.send_headers([*_TRAILERS_ONLY_HEAD, *block], end_stream=True)
         except _TRANSPORT_ERRORS as exc:
             log.debug("status of %s not sent: %r", self.method, exc)
 
@@ -590,9 +611,7 @@ class Server:
         path = request.path
         method = self.lookup(path)
         serializer = method.response_serializer if method else identity_serializer
-        accept = frozenset(
-            e.strip() for e in headers.get("grpc-accept-encoding", "").split(",") if e.strip()
-        )
+        accept = _parse_accept(headers.get(b"grpc-accept-encoding"))
         try:
             metadata = metadata_from_headers(request.raw_headers)
         except ValueError as exc:
@@ -622,7 +641,8 @@ class Server:
             )
             await context._send_status(StatusCode.UNIMPLEMENTED, what, Metadata())
             return
-        encoding = headers.get("grpc-encoding")
+        raw_encoding = headers.get(b"grpc-encoding")
+        encoding = None if raw_encoding is None else raw_encoding.decode("utf-8", "surrogateescape")
         if encoding is not None and encoding != "identity" and encoding not in SUPPORTED_ENCODINGS:
             await context._send_status(
                 StatusCode.UNIMPLEMENTED, f"grpc-encoding {encoding!r} is not supported", Metadata()

@@ -1,0 +1,60 @@
+"""Smoke test of benchmarks/peers/grpc_peers.py: every preset over trio_h2t.grpc, briefly.
+
+Each preset runs once as the benchmark runs it (a server process and a client process
+over 127.0.0.1), for a fraction of a second; the test checks what the calls did (all
+OK, every response the preset's size, the server's CPU read), never how fast.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.peers import grpc_peers
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bench.proto compiled (the protobuf messages only: trio_h2t needs no stubs)."""
+    out = tmp_path_factory.mktemp("grpc_peers_gen")
+    grpc_peers.compile_proto(out, peers=False)
+    assert (out / "bench_pb2.py").exists()
+    return out
+
+
+@pytest.mark.parametrize("preset", sorted(grpc_peers.PRESETS))
+def test_trio_h2t_preset_completes_ok_calls(preset: str, generated: Path) -> None:
+    """A short run of the preset completes calls, none failed, every response had the size."""
+    result = grpc_peers.run_one(
+        "trio_h2t",
+        preset,
+        python=sys.executable,
+        gen=generated,
+        duration=0.2,
+        warmup=0.1,
+        timeout=120.0,
+        min_calls=1,  # however slow the machine is today
+    )
+    assert result["errors"] == 0, result["first_error"]
+    assert result["bad_size"] == 0
+    assert result["total_calls"] > 0
+    assert result["calls"] <= result["total_calls"]
+    assert result["preset"] == preset
+    assert result["impl"] == "trio_h2t"
+    assert not math.isnan(result["server_cpu_s"])
+
+
+def test_presets_are_the_issue_workloads() -> None:
+    """The named presets carry the configurations the benchmark is asked to measure."""
+    p = grpc_peers.PRESETS
+    assert (p["w1"].kind, p["w1"].concurrency, p["w1"].size) == ("unary", 100, 0)
+    assert (p["w2"].kind, p["w2"].concurrency, p["w2"].size) == ("pingpong", 200, 100)
+    assert (p["alloc"].concurrency, p["alloc"].size) == (200, 100)
+    assert (p["codec"].concurrency, p["codec"].size) == (6, 8192)
+    assert (p["zerocopy"].concurrency, p["zerocopy"].size) == (100, 1 << 20)
+    assert (p["peers100"].concurrency, p["peers100"].size) == (100, 100)
+    assert (p["w4"].kind, p["w4"].concurrency, p["w4"].size) == ("unary", 8, 1 << 20)
+    assert (p["c1000"].kind, p["c1000"].concurrency) == ("unary", 1000)
