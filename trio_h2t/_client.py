@@ -34,7 +34,7 @@ from ._stream import (
     _check_bool,
     _check_payload,
 )
-from ._util import ALPN_H2, NoPublicConstructor, unwrap_single
+from ._util import ALPN_H2, NoPublicConstructor, require_trio, unwrap_single
 
 __all__ = [
     "ClientConnection",
@@ -350,6 +350,7 @@ async def open_client_connection(
     Raises:
         ConnectionLostError: the server did not complete the handshake.
     """
+    require_trio("trio_h2t.open_client_connection")
     config = config or TransportConfig()
     core = ConnectionCore(transport, client_side=True, config=config)
     try:
@@ -438,6 +439,7 @@ async def open_connection(
         ValueError: at once: ``host`` is not a host name or address (a URL, say), or
             ``ssl_context`` is a server-side context (``PROTOCOL_TLS_SERVER``).
     """
+    require_trio("trio_h2t.open_connection")
     if isinstance(host, str) and "/" in host:
         raise ValueError(
             f"host must be a host name or IP address, not {host!r}"
@@ -515,6 +517,7 @@ async def open_unix_connection(
     Raises:
         ConnectionLostError: cannot connect (the reason is in the message).
     """
+    require_trio("trio_h2t.open_unix_connection")
     try:
         transport = await trio.open_unix_socket(os.fspath(path))
     except OSError as exc:

@@ -36,7 +36,7 @@ from ._reader import Reader
 from ._sniff import sniff_preface
 from ._statistics import ConnectionStatistics
 from ._stream import H2Stream, HeaderList
-from ._util import ALPN_H2, NoPublicConstructor, unwrap_single
+from ._util import ALPN_H2, NoPublicConstructor, require_trio, unwrap_single
 
 __all__ = [
     "H2Server",
@@ -363,6 +363,7 @@ async def serve_connection(
             returns something other than an awaitable (a plain ``def``) is answered
             with a 500 and logged as a TypeError, like any failing handler.
     """
+    require_trio("trio_h2t.serve_connection")
     _check_handler(handler)
     await _serve(transport, handler, config or TransportConfig(), None, task_status)
 
@@ -530,6 +531,7 @@ async def serve_listeners(
     Raises:
         TypeError: ``handler`` is not callable (nothing is accepted).
     """
+    require_trio("trio_h2t.serve_listeners")
     _check_handler(handler)
     config = config or TransportConfig()
     try:
@@ -614,6 +616,7 @@ async def serve_tcp(
             ``ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)``).
         OSError: binding ``port`` failed.
     """
+    require_trio("trio_h2t.serve_tcp")
     _check_handler(handler)
     _check_server_context(ssl_context)
     tcp_listeners = await trio.open_tcp_listeners(port, host=host)
@@ -648,6 +651,7 @@ async def open_server(
 
     Raises (entering): as :func:`serve_tcp`.
     """
+    require_trio("trio_h2t.open_server")
     async with unwrap_single(), trio.open_nursery() as nursery:
         server: H2Server = await nursery.start(
             functools.partial(

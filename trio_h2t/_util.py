@@ -6,13 +6,36 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn, TypeVar
 
-__all__ = ["ALPN_H2", "NoPublicConstructor", "fixup_module_metadata", "unwrap_single"]
+import trio
+
+__all__ = [
+    "ALPN_H2",
+    "NoPublicConstructor",
+    "fixup_module_metadata",
+    "require_trio",
+    "unwrap_single",
+]
 
 T = TypeVar("T")
 
 #: The one application protocol HTTP/2 over TLS selects, on both sides
 #: (RFC 9113 §3.2; RFC 7301 ALPN).
 ALPN_H2 = "h2"
+
+
+def require_trio(what: str) -> None:
+    """Raise a RuntimeError naming the fix when no Trio run is active in this thread.
+
+    Without it, an entry point awaited from ``asyncio.run`` fails deep inside trio
+    ("must be called from async context", or an AttributeError on trio's run state).
+    """
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        raise RuntimeError(
+            f"{what} must run inside trio.run(): trio_h2t is Trio-only and no Trio run is "
+            "active in this thread (asyncio.run() cannot drive it)"
+        ) from None
 
 
 @contextlib.asynccontextmanager
