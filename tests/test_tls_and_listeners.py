@@ -280,3 +280,18 @@ async def test_a_plain_def_handler_gets_a_500_and_a_clear_log(
             response = await conn.request("GET", "/")
     assert response.status == 500
     assert "a handler must be an async function" in caplog.text
+
+
+async def test_plain_client_to_a_tls_server_is_told_to_pass_ssl_context(
+    server_ctx: ssl.SSLContext,
+) -> None:
+    """A client without ssl_context against a TLS-only server fails saying to pass ssl_context=."""
+    with trio.fail_after(10):
+        async with trio_h2t.open_server(
+            handler, 0, host="127.0.0.1", ssl_context=server_ctx
+        ) as server:
+            with pytest.raises(trio_h2t.ConnectionLostError, match="pass ssl_context=") as info:
+                async with trio_h2t.open_connection("127.0.0.1", server.port):
+                    pass
+    assert "speaks only TLS" in str(info.value)
+    assert isinstance(info.value.__cause__, trio_h2t.ConnectionLostError)

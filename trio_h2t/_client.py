@@ -361,7 +361,7 @@ async def open_client_connection(
             with trio.move_on_after(config.handshake_timeout):
                 await core.settings_received.wait()
             if core.error is not None or not core.settings_received.is_set():
-                err = _handshake_error(core.error, config.handshake_timeout)
+                err = _handshake_error(core.error, config.handshake_timeout, scheme)
                 # GOAWAY before closing, also here: the protocol error's code (h2
                 # framed it), else NO_ERROR; bounded (ConnectionCore.abort).
                 await core.abort(err)
@@ -384,14 +384,20 @@ async def open_client_connection(
         await trio.aclose_forcefully(transport)
 
 
-def _handshake_error(error: BaseException | None, timeout: float) -> ConnectionLostError:
+def _handshake_error(
+    error: BaseException | None, timeout: float, scheme: str = "http"
+) -> ConnectionLostError:
     """What ``open_client_connection`` raises when the handshake did not give a
-    usable connection: the message names the real cause, which is ``__cause__``."""
+    usable connection: the message names the real cause, which is ``__cause__``.
+    Over plain TCP, a peer that closes before its SETTINGS is most often a server
+    that speaks only TLS (it drops our preface as a bad ClientHello): say so."""
     if isinstance(error, H2ProtocolError):
         code = getattr(error.error_code, "name", error.error_code)
         message = f"the server broke HTTP/2 during the handshake (GOAWAY {code} sent): {error}"
     elif error is not None:
         message = f"the connection ended during the HTTP/2 handshake: {error}"
+        if scheme == "http" and isinstance(error, trio.BrokenResourceError):
+            message += " (a server that speaks only TLS does this: pass ssl_context=)"
     else:
         message = f"the server did not complete the HTTP/2 handshake within {timeout:g} s"
     exc = ConnectionLostError(message)
