@@ -171,7 +171,7 @@ class _Admission:
         handler = self._handler
         scope = stream._cancel_scope
         assert scope is not None
-        raised = False
+        raised = outside = False
         try:
             with scope:
                 await handler(stream)
@@ -192,6 +192,12 @@ class _Admission:
                 # hot path, instead of checking every handler's result.
                 exc.add_note(f"a handler must be an async function; {handler!r} is not")
             self._handler_failed(stream)
+        except BaseException:
+            # Cancelled from outside the stream's scope (the task running the server
+            # was cancelled), or KeyboardInterrupt: the handler did not return, so no
+            # 500 and no warning; the stream is reset with CANCEL below.
+            raised = outside = True
+            raise
         finally:
             core.handlers_running -= 1
             if not raised and not scope.cancelled_caught and self._answer_500(stream):
@@ -218,7 +224,9 @@ class _Admission:
                             stream.stream_id,
                         )
                     code = (
-                        ErrorCodes.CANCEL if scope.cancelled_caught else ErrorCodes.INTERNAL_ERROR
+                        ErrorCodes.CANCEL
+                        if scope.cancelled_caught or outside
+                        else ErrorCodes.INTERNAL_ERROR
                     )
                     stream.reset(code)
             core.check_idle()
