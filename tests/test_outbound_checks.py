@@ -111,3 +111,28 @@ async def test_headers_not_pairs_is_a_clear_type_error(headers: object, match: s
                 await conn.request("GET", "/", headers=headers)  # type: ignore[arg-type]
             response = await conn.request("GET", "/still/works")
     assert response.status == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        ([b"a", b"b"], "not list: join it first"),
+        ("text", "async iterable of bytes, not str"),
+        (5, "not int"),
+    ],
+)
+async def test_request_body_of_a_wrong_type_names_what_a_body_may_be(
+    body: object, match: str
+) -> None:
+    """request(body=) that is a list, a str or an int raises TypeError listing the body forms."""
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.send_headers(RESPONSE_200, end_stream=True)
+
+    with trio.fail_after(10):
+        async with connected_pair(handler) as (conn, _core):
+            with pytest.raises(TypeError, match=match):
+                await conn.request("POST", "/", body=body)  # type: ignore[arg-type]
+            assert conn.open_streams == 0
+            response = await conn.request("GET", "/still/works")
+    assert response.status == 200

@@ -282,6 +282,16 @@ class ClientConnection(metaclass=NoPublicConstructor):
                 (raised by the call that would break it; the stream is reset).
         """
         if not isinstance(body, AsyncIterable):
+            if not isinstance(body, bytes | bytearray | memoryview):
+                raise TypeError(
+                    "body must be bytes, bytearray, memoryview or an async iterable of bytes,"
+                    f" not {type(body).__name__}"
+                    + (
+                        ": join it first, or yield it from an async generator"
+                        if isinstance(body, list | tuple)
+                        else ""
+                    )
+                )
             _check_payload(body)
         extra = self.request_headers(method, path, headers)
         if isinstance(body, bytes | bytearray | memoryview):
