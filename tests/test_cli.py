@@ -492,6 +492,7 @@ def test_unreachable_exits_2(closed_port: int) -> None:
     result = run_cli("get", f"http://127.0.0.1:{closed_port}/")
     assert_clean_failure(result, f"trio-h2t: cannot connect to 127.0.0.1:{closed_port}: ")
     assert len(result.stderr.splitlines()) == 1
+    assert result.stderr.count("refused") == 1, result.stderr  # the reason once, not twice
 
 
 def test_non_http_url_exits_2() -> None:
@@ -506,7 +507,7 @@ def test_non_http_url_exits_2() -> None:
         (("frobnicate",), "invalid choice"),
         (("get",), "the following arguments are required: url"),
         (("serve", "--port", "99999"), "must be in [0, 65535]"),
-        (("serve", "--port", "http"), "invalid _port value"),
+        (("serve", "--port", "http"), "argument --port: not a port number: 'http'"),
         (("serve", "--max-concurrent-streams", "0"), "must be >= 1"),
         (("serve", "--root", "/nonexistent/trio-h2t"), "not a directory"),
         (("get", "-H", "no-colon", "http://127.0.0.1:1/"), "bad header"),
@@ -659,6 +660,13 @@ async def test_serve_tls_and_get_with_cacert(root: Path, tmp_path: Path) -> None
             )
             assert untrusted.returncode == 2
             assert b"TLS handshake" in untrusted.stderr
+            plain = url.replace("https://", "http://")
+            wrong_scheme = await trio.run_process(
+                [*CLI, "get", f"{plain}/hello.txt"], capture_stderr=True, check=False
+            )
+            assert wrong_scheme.returncode == 2
+            assert b"use an https:// URL" in wrong_scheme.stderr, wrong_scheme.stderr
+            assert b"Traceback" not in wrong_scheme.stderr
             proc.send_signal(signal.SIGTERM)
             await proc.wait()
     finally:
@@ -669,3 +677,13 @@ async def test_serve_tls_and_get_with_cacert(root: Path, tmp_path: Path) -> None
             await proc.stdout.aclose()
             await proc.stderr.aclose()
     assert proc.returncode == 0
+
+
+def test_serve_certfile_without_its_key_names_keyfile(tmp_path: Path) -> None:
+    """``serve --certfile`` with a file holding no private key says to pass --keyfile."""
+    trustme = pytest.importorskip("trustme")
+    certfile = tmp_path / "cert.pem"
+    trustme.CA().issue_cert("127.0.0.1").cert_chain_pems[0].write_to_path(str(certfile))
+    result = run_cli("serve", "--port", "0", "--certfile", str(certfile))
+    assert_clean_failure(result, "--certfile/--keyfile: ")
+    assert "pass it with --keyfile" in result.stderr

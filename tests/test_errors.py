@@ -1,8 +1,13 @@
-"""The error family: GoAwayError from a scripted server's GOAWAY, and ``retryable``."""
+"""The error family: GoAwayError from a scripted server's GOAWAY, and ``retryable``; the
+entry points' error when no Trio run is active (asyncio.run)."""
 
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import h2.events
 import pytest
@@ -80,3 +85,59 @@ async def test_goaway_error_fields_refused_streams_and_connection_error() -> Non
             assert isinstance(lost, trio_h2t.ConnectionLostError)
             assert not lost.retryable
             assert lost.__cause__ is conn.error
+
+
+_ASYNCIO_PROGRAM = """
+import asyncio
+import trio.testing
+import trio_h2t
+
+async def handler(stream):
+    pass
+
+async def main():
+    client, server = trio.testing.memory_stream_pair()
+    for enter in (
+        lambda: trio_h2t.open_connection("127.0.0.1", 1).__aenter__(),
+        lambda: trio_h2t.open_unix_connection("/nonexistent").__aenter__(),
+        lambda: trio_h2t.open_client_connection(client).__aenter__(),
+        lambda: trio_h2t.open_server(handler, 0).__aenter__(),
+        lambda: trio_h2t.serve_tcp(handler, 0),
+        lambda: trio_h2t.serve_listeners(handler, []),
+        lambda: trio_h2t.serve_connection(server, handler),
+    ):
+        try:
+            await enter()
+        except RuntimeError as exc:
+            print(exc)
+
+asyncio.run(main())
+"""
+
+
+def test_entry_points_under_asyncio_say_trio_only() -> None:
+    """Each entry point awaited from asyncio.run raises a RuntimeError naming trio.run()."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    done = subprocess.run(
+        [sys.executable, "-c", _ASYNCIO_PROGRAM],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    names = [
+        "open_connection",
+        "open_unix_connection",
+        "open_client_connection",
+        "open_server",
+        "serve_tcp",
+        "serve_listeners",
+        "serve_connection",
+    ]
+    assert len(lines) == len(names), done.stdout
+    for line, name in zip(lines, names, strict=True):
+        assert line.startswith(f"trio_h2t.{name} must run inside trio.run()"), line
+        assert "asyncio.run()" in line

@@ -87,3 +87,52 @@ async def test_request_headers_non_ascii_is_a_clear_value_error(method: str, pat
                 conn.request_headers(method, path)
     assert not isinstance(info.value, UnicodeEncodeError)
     assert REQUEST[0] == (b":method", b"GET")
+
+
+@pytest.mark.parametrize(
+    ("headers", "match"),
+    [
+        ({"x-a": "1"}, "not a dict: pass list"),
+        ("x-a: 1", "not str"),
+        ([("x-a", "1", "2")], "must be a \\(name, value\\) pair"),
+        (["x-a"], "must be a \\(name, value\\) pair"),
+        ([None], "must be a \\(name, value\\) pair"),
+    ],
+)
+async def test_headers_not_pairs_is_a_clear_type_error(headers: object, match: str) -> None:
+    """request(headers=) that is a dict, a str or holds a non-pair raises TypeError saying so."""
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.send_headers(RESPONSE_200, end_stream=True)
+
+    with trio.fail_after(10):
+        async with connected_pair(handler) as (conn, _core):
+            with pytest.raises(TypeError, match=match):
+                await conn.request("GET", "/", headers=headers)  # type: ignore[arg-type]
+            response = await conn.request("GET", "/still/works")
+    assert response.status == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        ([b"a", b"b"], "not list: join it first"),
+        ("text", "async iterable of bytes, not str"),
+        (5, "not int"),
+    ],
+)
+async def test_request_body_of_a_wrong_type_names_what_a_body_may_be(
+    body: object, match: str
+) -> None:
+    """request(body=) that is a list, a str or an int raises TypeError listing the body forms."""
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.send_headers(RESPONSE_200, end_stream=True)
+
+    with trio.fail_after(10):
+        async with connected_pair(handler) as (conn, _core):
+            with pytest.raises(TypeError, match=match):
+                await conn.request("POST", "/", body=body)  # type: ignore[arg-type]
+            assert conn.open_streams == 0
+            response = await conn.request("GET", "/still/works")
+    assert response.status == 200

@@ -501,7 +501,10 @@ def _positive_int(text: str) -> int:
 
 
 def _port(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be in [0, 65535], not {value}")
     return value
@@ -569,9 +572,15 @@ def _describe(exc: BaseException) -> str:
         group = cause.__cause__
         if isinstance(group, BaseExceptionGroup):
             reasons = [e.strerror for e in group.exceptions if isinstance(e, OSError)]
-            if any(reasons):
-                text += f" ({'; '.join(dict.fromkeys(r for r in reasons if r))})"
-    return text
+            new = [r for r in dict.fromkeys(reasons) if r and r not in text]
+            if new:
+                text += f" ({'; '.join(new)})"
+    # The library's hint names its argument; a CLI user picks the URL's scheme.
+    text = text.replace("pass ssl_context=", "use an https:// URL")
+    return text.replace(
+        "connect with open_connection(host, port, ssl_context=ssl.create_default_context())",
+        "use an https:// URL",
+    )
 
 
 def _run(fn: Callable[[], Awaitable[T]]) -> T:
@@ -606,7 +615,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 try:
                     ssl_context.load_cert_chain(args.certfile, args.keyfile)
                 except (OSError, ssl.SSLError) as exc:
-                    raise UsageError(f"--certfile/--keyfile: {exc}") from None
+                    hint = ""
+                    if args.keyfile is None and isinstance(exc, ssl.SSLError):
+                        hint = " (no private key in --certfile? pass it with --keyfile)"
+                    raise UsageError(f"--certfile/--keyfile: {exc}{hint}") from None
             logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
             try:
                 _run(

@@ -34,7 +34,14 @@ from ._stream import (
     _check_bool,
     _check_payload,
 )
-from ._util import ALPN_H2, NOT_TLS_REASONS, NoPublicConstructor, looks_like_tls, unwrap_single
+from ._util import (
+    ALPN_H2,
+    NOT_TLS_REASONS,
+    NoPublicConstructor,
+    looks_like_tls,
+    require_trio,
+    unwrap_single,
+)
 
 __all__ = [
     "ClientConnection",
@@ -283,6 +290,16 @@ class ClientConnection(metaclass=NoPublicConstructor):
                 (raised by the call that would break it; the stream is reset).
         """
         if not isinstance(body, AsyncIterable):
+            if not isinstance(body, bytes | bytearray | memoryview):
+                raise TypeError(
+                    "body must be bytes, bytearray, memoryview or an async iterable of bytes,"
+                    f" not {type(body).__name__}"
+                    + (
+                        ": join it first, or yield it from an async generator"
+                        if isinstance(body, list | tuple)
+                        else ""
+                    )
+                )
             _check_payload(body)
         extra = self.request_headers(method, path, headers)
         if isinstance(body, bytes | bytearray | memoryview):
@@ -351,6 +368,7 @@ async def open_client_connection(
     Raises:
         ConnectionLostError: the server did not complete the handshake.
     """
+    require_trio("trio_h2t.open_client_connection")
     config = config or TransportConfig()
     core = ConnectionCore(transport, client_side=True, config=config)
     try:
@@ -399,7 +417,9 @@ def _handshake_error(
     """What ``open_client_connection`` raises when the handshake did not give a
     usable connection: the message names the real cause, which is ``__cause__``.
     ``first`` is what the server sent that h2 could not parse: a TLS record there
-    means a plain (h2c) client reached a TLS server."""
+    means a plain (h2c) client reached a TLS server. Over plain TCP, a peer that
+    closes before its SETTINGS is most often a server that speaks only TLS (it drops
+    our preface as a bad ClientHello): say so too."""
     if scheme == "http" and looks_like_tls(first):
         message = (
             f"the server answered with TLS (its first bytes {first!r} are a TLS record):"
@@ -411,6 +431,8 @@ def _handshake_error(
         message = f"the server broke HTTP/2 during the handshake (GOAWAY {code} sent): {error}"
     elif error is not None:
         message = f"the connection ended during the HTTP/2 handshake: {error}"
+        if scheme == "http" and isinstance(error, trio.BrokenResourceError):
+            message += " (a server that speaks only TLS does this: pass ssl_context=)"
     else:
         message = f"the server did not complete the HTTP/2 handshake within {timeout:g} s"
     exc = ConnectionLostError(message)
@@ -458,6 +480,7 @@ async def open_connection(
         ValueError: at once: ``host`` is not a host name or address (a URL, say), or
             ``ssl_context`` is a server-side context (``PROTOCOL_TLS_SERVER``).
     """
+    require_trio("trio_h2t.open_connection")
     if isinstance(host, str) and "/" in host:
         raise ValueError(
             f"host must be a host name or IP address, not {host!r}"
@@ -540,6 +563,7 @@ async def open_unix_connection(
     Raises:
         ConnectionLostError: cannot connect (the reason is in the message).
     """
+    require_trio("trio_h2t.open_unix_connection")
     try:
         transport = await trio.open_unix_socket(os.fspath(path))
     except OSError as exc:

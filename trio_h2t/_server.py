@@ -42,6 +42,7 @@ from ._util import (
     NOT_TLS_REASONS,
     TLS_ALERT_PROTOCOL_VERSION,
     NoPublicConstructor,
+    require_trio,
     unwrap_single,
 )
 
@@ -160,7 +161,7 @@ class _Admission:
         handler = self._handler
         scope = stream._cancel_scope
         assert scope is not None
-        raised = False
+        raised = outside = False
         try:
             with scope:
                 await handler(stream)
@@ -181,6 +182,12 @@ class _Admission:
                 # hot path, instead of checking every handler's result.
                 exc.add_note(f"a handler must be an async function; {handler!r} is not")
             self._handler_failed(stream)
+        except BaseException:
+            # Cancelled from outside the stream's scope (the task running the server
+            # was cancelled), or KeyboardInterrupt: the handler did not return, so no
+            # 500 and no warning; the stream is reset with CANCEL below.
+            raised = outside = True
+            raise
         finally:
             core.handlers_running -= 1
             if not raised and not scope.cancelled_caught and self._answer_500(stream):
@@ -207,7 +214,9 @@ class _Admission:
                             stream.stream_id,
                         )
                     code = (
-                        ErrorCodes.CANCEL if scope.cancelled_caught else ErrorCodes.INTERNAL_ERROR
+                        ErrorCodes.CANCEL
+                        if scope.cancelled_caught or outside
+                        else ErrorCodes.INTERNAL_ERROR
                     )
                     stream.reset(code)
             core.check_idle()
@@ -352,6 +361,7 @@ async def serve_connection(
             returns something other than an awaitable (a plain ``def``) is answered
             with a 500 and logged as a TypeError, like any failing handler.
     """
+    require_trio("trio_h2t.serve_connection")
     _check_handler(handler)
     await _serve(transport, handler, config or TransportConfig(), None, task_status)
 
@@ -519,6 +529,7 @@ async def serve_listeners(
     Raises:
         TypeError: ``handler`` is not callable (nothing is accepted).
     """
+    require_trio("trio_h2t.serve_listeners")
     _check_handler(handler)
     config = config or TransportConfig()
     try:
@@ -623,6 +634,7 @@ async def serve_tcp(
             ``ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)``).
         OSError: binding ``port`` failed.
     """
+    require_trio("trio_h2t.serve_tcp")
     _check_handler(handler)
     _check_server_context(ssl_context)
     tcp_listeners = await trio.open_tcp_listeners(port, host=host)
@@ -657,6 +669,7 @@ async def open_server(
 
     Raises (entering): as :func:`serve_tcp`.
     """
+    require_trio("trio_h2t.open_server")
     async with unwrap_single(), trio.open_nursery() as nursery:
         server: H2Server = await nursery.start(
             functools.partial(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, final
 
 import trio
@@ -47,10 +47,19 @@ HeaderList = list[tuple[bytes, bytes]]
 
 
 def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> HeaderList:
+    if isinstance(headers, Mapping | str | bytes):
+        kind = "a dict" if isinstance(headers, Mapping) else type(headers).__name__
+        raise TypeError(
+            f"headers must be a sequence of (name, value) pairs, not {kind}"
+            + (": pass list(headers.items())" if isinstance(headers, Mapping) else "")
+        )
     out: HeaderList = []
     append = out.append
     for pair in headers:
-        name, value = pair
+        try:
+            name, value = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"each header must be a (name, value) pair, not {pair!r}") from None
         if type(name) is bytes and type(value) is bytes and type(pair) is tuple:
             append(pair)  # type: ignore[arg-type]  # already a tuple of bytes: no copy
             continue

@@ -6,6 +6,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn, TypeVar
 
+import trio
+
 __all__ = [
     "ALPN_H2",
     "NOT_TLS_REASONS",
@@ -13,6 +15,7 @@ __all__ = [
     "NoPublicConstructor",
     "fixup_module_metadata",
     "looks_like_tls",
+    "require_trio",
     "unwrap_single",
 ]
 
@@ -38,6 +41,21 @@ def looks_like_tls(data: bytes | bytearray | memoryview) -> bool:
     (change_cipher_spec, alert, handshake, application_data) then major version 3
     (RFC 8446 §5.1; a ClientHello or a server's alert starts 0x16 0x03 / 0x15 0x03)."""
     return len(data) >= 2 and 20 <= data[0] <= 23 and data[1] == 3
+
+
+def require_trio(what: str) -> None:
+    """Raise a RuntimeError naming the fix when no Trio run is active in this thread.
+
+    Without it, an entry point awaited from ``asyncio.run`` fails deep inside trio
+    ("must be called from async context", or an AttributeError on trio's run state).
+    """
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        raise RuntimeError(
+            f"{what} must run inside trio.run(): trio_h2t is Trio-only and no Trio run is "
+            "active in this thread (asyncio.run() cannot drive it)"
+        ) from None
 
 
 @contextlib.asynccontextmanager

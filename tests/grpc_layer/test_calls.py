@@ -866,3 +866,26 @@ async def test_buffer_reuse_on_and_off_carry_the_same_messages(reuse: bool) -> N
                 assert await unary(message) == message
             concat = channel.stream_unary("/test.Echo/Concat")
             assert await concat(messages) == b"".join(messages)
+
+
+def test_unary_response_handler_that_is_not_async_def_is_refused_at_registration() -> None:
+    """A plain def or an async generator for a unary-response method is a TypeError at once."""
+
+    def plain(request: bytes, context: grpc.ServicerContext) -> bytes:
+        return request
+
+    async def generator(request: bytes, context: grpc.ServicerContext) -> AsyncIterator[bytes]:
+        yield request
+
+    with pytest.raises(TypeError, match=r"must be an async def; .*plain is a plain function"):
+        grpc.unary_unary_handler(plain)
+    with pytest.raises(TypeError, match=r"async generator.*make it unary_stream"):
+        grpc.rpc()(generator)
+    with pytest.raises(TypeError, match=r"async generator.*make it stream_stream"):
+        grpc.stream_unary_handler(generator)
+    with pytest.raises(TypeError, match="must be callable"):
+        grpc.unary_unary_handler(b"not a function")
+    # Streaming responses accept both forms, and callables other than functions pass.
+    assert grpc.unary_stream_handler(generator).kind is grpc.MethodKind.UNARY_STREAM
+    assert grpc.stream_stream_handler(plain).kind is grpc.MethodKind.STREAM_STREAM
+    assert grpc.unary_unary_handler(functools.partial(plain)).handler is not None

@@ -145,6 +145,27 @@ class MethodHandler:
     response_serializer: Serializer = identity_serializer
 
 
+def _check_handler(kind: MethodKind, handler: HandlerFn) -> None:
+    """A unary-response handler must be an ``async def`` that returns the response:
+    say so at registration, not as UNKNOWN on every call. Only plain functions are
+    checked (a callable object or a ``functools.partial`` is trusted)."""
+    if not callable(handler):
+        raise TypeError(f"a gRPC method handler must be callable, not {handler!r}")
+    if kind.response_streaming or not (inspect.isfunction(handler) or inspect.ismethod(handler)):
+        return
+    if inspect.iscoroutinefunction(handler):
+        return
+    what = handler.__qualname__
+    if inspect.isasyncgenfunction(handler):
+        streaming = "stream_stream" if kind.request_streaming else "unary_stream"
+        raise TypeError(
+            f"{what} is an async generator, but a {kind.value} method returns one "
+            f"response: make it {streaming} (rpc({streaming!r}), {streaming}_handler) "
+            "or return the response"
+        )
+    raise TypeError(f"a {kind.value} method must be an async def; {what} is a plain function")
+
+
 def _make(kind: MethodKind) -> Callable[..., MethodHandler]:
     def make(
         handler: HandlerFn,
@@ -152,6 +173,7 @@ def _make(kind: MethodKind) -> Callable[..., MethodHandler]:
         request_deserializer: Deserializer | None = None,
         response_serializer: Serializer | None = None,
     ) -> MethodHandler:
+        _check_handler(kind, handler)
         return MethodHandler(
             kind,
             handler,
@@ -214,6 +236,7 @@ def rpc(
     kind = MethodKind(kind)
 
     def mark(fn: HandlerFn) -> HandlerFn:
+        _check_handler(kind, fn)
         setattr(fn, _RPC_ATTR, (kind, name, request_deserializer, response_serializer))
         return fn
 
