@@ -7,13 +7,16 @@
   RST_STREAM(INTERNAL_ERROR) (seen by the peer), and loopy serves the other streams.
 - A Hypothesis property: any sequence of public stream calls, with any arguments,
   either succeeds or raises from the documented family, and a well-behaved stream on
-  the same connection always completes.
+  the same connection always completes. Each call is followed by every argument check
+  (``CHECKS``: one argument wrong); a check the docstring says comes first must raise
+  its TypeError / ValueError whatever the stream's state.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -277,67 +280,205 @@ ALLOWED = (
     trio.BusyResourceError,
 )
 
-#: Values of the wrong type for every argument (a non-empty str: an empty one would
-#: frame as nothing at all).
-WRONG = st.one_of(
+# Wrong values, per kind of argument. Those that would slip through a missing check
+# come first and weigh more (a str or a list has a len(), as bytes do; 0 and 1 are
+# ints, as a bool is).
+NOT_BYTES = st.one_of(
     st.text(min_size=1, max_size=3),
-    st.integers(min_value=-3, max_value=2**33),
-    st.none(),
-    st.floats(allow_nan=False, allow_infinity=False, width=32),
-    st.lists(st.integers(0, 3), max_size=2),
-)
-#: Anything a caller might pass: wrong types, and right types in the wrong place.
-VALUES = st.one_of(
-    WRONG,
-    st.booleans(),
-    st.sampled_from([ErrorCodes.CANCEL, ErrorCodes.NO_ERROR, 2**31 - 1]),
-    st.binary(max_size=40),
-    st.builds(bytearray, st.binary(max_size=8)),
-    st.binary(max_size=8).map(lambda b: memoryview(b)),
-    st.sampled_from([RESPONSE_200, [(b"x-trailer", b"1")], [(b":status", 200)]]),
-)
-#: Per method, arguments that are right for it: mixed with VALUES, so a call sequence
-#: gets far enough (headers sent, then data) for a wrong argument to matter.
-GOOD: dict[str, st.SearchStrategy[Any]] = {
-    "send_headers": st.just(RESPONSE_200),
-    "send_data": st.binary(max_size=40),
-    "send_trailers": st.just([(b"x-trailer", b"1")]),
-    "end": st.none(),
-    "reset": st.sampled_from([ErrorCodes.CANCEL, ErrorCodes.NO_ERROR, 0, 2**32 - 1]),
-    "receive_some": st.one_of(st.none(), st.integers(1, 100)),
-    "receive_exactly": st.integers(0, 100),
-    "receive_headers": st.none(),
-    "receive_trailers": st.none(),
-    "read_all": st.none(),
-    "aclose": st.none(),
-}
-END = st.one_of(st.booleans(), VALUES)
-OPS = st.lists(
-    # The body calls weigh more: they are where a wrong value used to reach loopy.
-    st.sampled_from([*sorted(GOOD), "send_data", "send_data", "send_trailers"]).flatmap(
-        lambda name: st.tuples(st.just(name), st.one_of(GOOD[name], WRONG, VALUES), END)
+    st.lists(st.integers(0, 255), min_size=1, max_size=3),
+    st.tuples(st.integers(0, 255)),
+    st.one_of(
+        st.integers(-3, 300), st.none(), st.floats(allow_nan=False, allow_infinity=False, width=32)
     ),
-    max_size=8,
+)
+NOT_BOOL = st.one_of(
+    st.sampled_from([0, 1]),
+    st.none(),
+    st.text(max_size=2),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.just(b""),
+)
+NOT_INT = st.one_of(
+    st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.text(max_size=3),
+    st.binary(max_size=2),
+    st.just([1]),
+)
+#: Header blocks a check refuses (TypeError or ValueError), or in some states the
+#: stream's own error first: those checks come after the state's, so they are loose.
+BAD_BLOCK = st.sampled_from(
+    [
+        [(b":status", 200)],
+        [(b"x-a", None)],
+        [(b":status", b"200"), (b"Upper", b"x")],
+        [(b":status", b"99")],
+        [(b"x-only", b"1")],
+        [(b":status", b"200"), (b":path", b"/")],
+        5,
+        None,
+        "text",
+        b"bytes",
+    ]
 )
 
 
-async def _run_ops(stream: H2Stream, ops: list[tuple[str, Any, Any]], bad: list[str]) -> None:
-    for name, arg, end in ops:
+@dataclass(frozen=True)
+class _Arg:
+    """One argument of a public call: values its check lets through, and wrong values
+    with the error they must raise. ``strict``: the check comes first, whatever the
+    stream's state (the docstring says so), so the call must raise exactly that error;
+    else any error of ALLOWED may come first."""
+
+    keyword: str | None  # None: passed positionally
+    good: st.SearchStrategy[Any]
+    wrong: tuple[tuple[st.SearchStrategy[Any], type[Exception]], ...]
+    strict: bool = True
+
+
+END_STREAM = _Arg("end_stream", st.booleans(), ((NOT_BOOL, TypeError),))
+
+#: Every public H2Stream call and its arguments (``reset`` is the synchronous one).
+CALLS: dict[str, tuple[_Arg, ...]] = {
+    "send_headers": (
+        _Arg(None, st.just(RESPONSE_200), ((BAD_BLOCK, ValueError),), strict=False),
+        END_STREAM,
+    ),
+    "send_informational": (
+        _Arg(
+            None,
+            st.just([(b":status", b"103")]),
+            ((st.one_of(BAD_BLOCK, st.just(RESPONSE_200)), ValueError),),
+            strict=False,
+        ),
+    ),
+    "send_data": (
+        _Arg(
+            None,
+            st.one_of(
+                st.binary(max_size=40),
+                st.builds(bytearray, st.binary(max_size=8)),
+                st.binary(max_size=8).map(lambda b: memoryview(b)),
+            ),
+            ((NOT_BYTES, TypeError),),
+        ),
+        END_STREAM,
+    ),
+    "send_trailers": (
+        _Arg(
+            None,
+            st.just([(b"x-trailer", b"1")]),
+            ((st.one_of(BAD_BLOCK, st.just(RESPONSE_200)), ValueError),),
+            strict=False,
+        ),
+    ),
+    "reset": (
+        _Arg(
+            None,
+            st.sampled_from([ErrorCodes.CANCEL, ErrorCodes.NO_ERROR, 0, 2**32 - 1]),
+            (
+                (st.one_of(NOT_INT, st.none()), TypeError),
+                (st.one_of(st.integers(max_value=-1), st.integers(min_value=2**32)), ValueError),
+            ),
+        ),
+    ),
+    "receive_some": (
+        _Arg(
+            None,
+            st.one_of(st.none(), st.integers(1, 100)),
+            ((NOT_INT, TypeError), (st.integers(max_value=0), ValueError)),
+        ),
+    ),
+    "receive_exactly": (
+        _Arg(
+            None,
+            st.integers(0, 100),
+            ((st.one_of(NOT_INT, st.none()), TypeError), (st.integers(max_value=-1), ValueError)),
+        ),
+    ),
+    "end": (),
+    "receive_headers": (),
+    "receive_informational": (),
+    "receive_trailers": (),
+    "read_all": (),
+    "aclose": (),
+}
+
+#: One call: (name, positional args, keyword args, the error it must raise or None).
+Op = tuple[str, tuple[Any, ...], dict[str, Any], "type[Exception] | None"]
+
+
+def _call(name: str, values: list[Any], expected: type[Exception] | None) -> Op:
+    args = CALLS[name]
+    positional = tuple(v for a, v in zip(args, values, strict=True) if a.keyword is None)
+    keywords = {a.keyword: v for a, v in zip(args, values, strict=True) if a.keyword}
+    return (name, positional, keywords, expected)
+
+
+def _branch(
+    name: str, values: list[st.SearchStrategy[Any]], expected: type[Exception] | None
+) -> st.SearchStrategy[Op]:
+    return st.tuples(*values).map(lambda vs: _call(name, list(vs), expected))
+
+
+def _op(name: str) -> st.SearchStrategy[Op]:
+    """All arguments good, or exactly one wrong (each check of each argument a branch)."""
+    args = CALLS[name]
+    good = [a.good for a in args]
+    branches = [_branch(name, good, None)]
+    for i, arg in enumerate(args):
+        for wrong, error in arg.wrong:
+            values = [*good[:i], wrong, *good[i + 1 :]]
+            branches.append(_branch(name, values, error if arg.strict else None))
+    return st.one_of(*branches)
+
+
+#: Every argument check of every call, as a call with that one argument wrong.
+CHECKS: list[st.SearchStrategy[Op]] = [
+    _branch(
+        name,
+        [*(a.good for a in args[:i]), wrong, *(a.good for a in args[i + 1 :])],
+        error if arg.strict else None,
+    )
+    for name, args in CALLS.items()
+    for i, arg in enumerate(args)
+    for wrong, error in arg.wrong
+]
+#: Any call (the call first, then its arguments: good, or one of them wrong), each
+#: followed by every argument check once (Hypothesis picks the wrong values), so each
+#: check runs in every state the calls reach, and in each example.
+OPS = st.lists(
+    st.tuples(st.sampled_from(sorted(CALLS)).flatmap(_op), st.tuples(*CHECKS)),
+    min_size=1,
+    max_size=8,
+).map(lambda steps: [op for call, probes in steps for op in (call, *probes)])
+#: ``open_stream``'s ``end_stream``: a bool nine times in ten, so the stream calls
+#: run (a wrong one makes open_stream raise, and neither side calls anything).
+#: (Drawn by a middle value: Hypothesis favours an integer range's ends.)
+OPEN_END = st.tuples(st.booleans(), NOT_BOOL, st.integers(0, 9)).map(
+    lambda t: t[1] if t[2] == 5 else t[0]
+)
+
+
+async def _run_ops(stream: H2Stream, ops: list[Op], bad: list[str]) -> None:
+    for name, args, kwargs, expected in ops:
+        call = f"{name}(*{args!r}, **{kwargs!r})"
         try:
             with trio.move_on_after(1):
-                if name in ("send_headers", "send_data"):
-                    await getattr(stream, name)(arg, end_stream=end)
-                elif name == "reset":
-                    stream.reset(arg)
-                elif name in ("send_trailers", "receive_some", "receive_exactly"):
-                    await getattr(stream, name)(arg)
+                if name == "reset":
+                    stream.reset(*args, **kwargs)
                 else:
-                    await getattr(stream, name)()
-        except ALLOWED:
-            pass
+                    await getattr(stream, name)(*args, **kwargs)
+        except ALLOWED as exc:
+            if expected is not None and not isinstance(exc, expected):
+                bad.append(f"{call} raised {exc!r}, not {expected.__name__}")
+            continue
         except Exception as exc:
-            bad.append(f"{name}({arg!r}, {end!r}) raised {exc!r}")
+            bad.append(f"{call} raised {exc!r}")
             raise
+        if expected is not None:
+            bad.append(f"{call} did not raise {expected.__name__}")
 
 
 class _Recorder(logging.Handler):
@@ -350,10 +491,10 @@ class _Recorder(logging.Handler):
 
 
 @settings(max_examples=max(10, settings().max_examples // 2))  # ci: 50
-@given(server_ops=OPS, client_ops=OPS, open_end=END, prelude=st.booleans())
+@given(server_ops=OPS, client_ops=OPS, open_end=OPEN_END, prelude=st.booleans())
 def test_any_stream_calls_stay_in_their_stream(
-    server_ops: list[tuple[str, Any, Any]],
-    client_ops: list[tuple[str, Any, Any]],
+    server_ops: list[Op],
+    client_ops: list[Op],
     open_end: Any,
     prelude: bool,
 ) -> None:
@@ -367,7 +508,7 @@ def test_any_stream_calls_stay_in_their_stream(
             await _echo(stream)
         else:
             # With ``prelude`` the response is under way, so body calls get far.
-            prefix = [("send_headers", RESPONSE_200, False)] if prelude else []
+            prefix: list[Op] = [("send_headers", (RESPONSE_200,), {}, None)] if prelude else []
             await _run_ops(stream, prefix + server_ops, bad)
 
     async def fuzz_client(conn: ClientConnection) -> None:
@@ -379,8 +520,12 @@ def test_any_stream_calls_stay_in_their_stream(
                 with trio.move_on_after(10):
                     await stream.receive_headers()
                     await stream.read_all()
-        except ALLOWED:
-            pass
+        except ALLOWED as exc:
+            if open_end is not True and open_end is not False and not isinstance(exc, TypeError):
+                bad.append(f"open_stream(end_stream={open_end!r}) raised {exc!r}, not TypeError")
+        else:
+            if open_end is not True and open_end is not False:
+                bad.append(f"open_stream(end_stream={open_end!r}) did not raise TypeError")
 
     async def main() -> None:
         with trio.fail_after(120):
