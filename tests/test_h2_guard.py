@@ -99,6 +99,8 @@ ATTRIBUTES = {
     "_actual_content_length",
     "_authority",
     "_inbound_window_manager",
+    "_normalize_inbound_headers",
+    "_validate_inbound_headers",
 }
 
 #: Private names our layers introduce; none may collide with a name h2 or hpack defines.
@@ -190,6 +192,17 @@ def test_private_attributes_exist() -> None:
         "_inbound_window_manager",
     ):
         assert hasattr(stream, name), name
+
+
+@pytest.mark.parametrize("name", ["normalize_inbound_headers", "validate_inbound_headers"])
+@pytest.mark.parametrize("value", [False, True])
+def test_config_options_live_where_the_speed_layer_reads_them(name: str, value: bool) -> None:
+    """h2's ``_BooleanConfigOption`` keeps each option as ``"_" + name`` (``FastStream._validated``
+    reads it there), at construction and after a later assignment."""
+    config = h2.config.H2Configuration(**{name: value})
+    assert getattr(config, "_" + name) is value
+    setattr(config, name, not value)
+    assert getattr(config, "_" + name) is (not value)
 
 
 def test_our_stream_sets_every_attribute_h2s_stream_sets() -> None:
