@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import inspect
 from pathlib import Path
+from typing import Any
 
 import h2.config
 import h2.connection
@@ -199,7 +200,8 @@ def test_private_attributes_exist() -> None:
 def test_config_options_live_where_the_speed_layer_reads_them(name: str, value: bool) -> None:
     """h2's ``_BooleanConfigOption`` keeps each option as ``"_" + name`` (``FastStream._validated``
     reads it there), at construction and after a later assignment."""
-    config = h2.config.H2Configuration(**{name: value})
+    options: dict[str, Any] = {name: value}
+    config = h2.config.H2Configuration(**options)
     assert getattr(config, "_" + name) is value
     setattr(config, name, not value)
     assert getattr(config, "_" + name) is (not value)
