@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import inspect
 from pathlib import Path
+from typing import Any
 
 import h2.config
 import h2.connection
@@ -99,6 +100,8 @@ ATTRIBUTES = {
     "_actual_content_length",
     "_authority",
     "_inbound_window_manager",
+    "_normalize_inbound_headers",
+    "_validate_inbound_headers",
 }
 
 #: Private names our layers introduce; none may collide with a name h2 or hpack defines.
@@ -190,6 +193,18 @@ def test_private_attributes_exist() -> None:
         "_inbound_window_manager",
     ):
         assert hasattr(stream, name), name
+
+
+@pytest.mark.parametrize("name", ["normalize_inbound_headers", "validate_inbound_headers"])
+@pytest.mark.parametrize("value", [False, True])
+def test_config_options_live_where_the_speed_layer_reads_them(name: str, value: bool) -> None:
+    """h2's ``_BooleanConfigOption`` keeps each option as ``"_" + name`` (``FastStream._validated``
+    reads it there), at construction and after a later assignment."""
+    options: dict[str, Any] = {name: value}
+    config = h2.config.H2Configuration(**options)
+    assert getattr(config, "_" + name) is value
+    setattr(config, name, not value)
+    assert getattr(config, "_" + name) is (not value)
 
 
 def test_our_stream_sets_every_attribute_h2s_stream_sets() -> None:

@@ -105,11 +105,14 @@ class FastStream(  # type: ignore[misc]  # stream_reset: see below
         # same verdicts, in cost only different. A configuration we do not use
         # (decoded ``str`` headers, inbound normalisation or no validation) takes
         # h2's own path.
-        config = self.config
+        # The two options are read from where h2's ``config.py`` ``_BooleanConfigOption``
+        # keeps them (``"_" + name``), not through the descriptor: a Python call per
+        # option per block (``tests/test_h2_guard.py`` pins the names).
+        config: Any = self.config
         if (
             header_encoding
-            or config.normalize_inbound_headers
-            or not config.validate_inbound_headers
+            or config._normalize_inbound_headers
+            or not config._validate_inbound_headers
         ):
             return super()._validated(headers, events, header_encoding)
         kind = type(events[0])

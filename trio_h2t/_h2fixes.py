@@ -539,7 +539,9 @@ class FixedConnection(h2.connection.H2Connection):
         # PROTOCOL_ERROR unless said otherwise), and a header list over our limit
         # with ``_header_list_too_large``.
         sid = frame.stream_id
-        if self.config.client_side and sid % 2 == 0 and sid and sid not in self.streams:
+        # (Stream parity first: it fails at once for every stream the client opened,
+        # before the role is read through h2's config descriptor.)
+        if not sid & 1 and sid and self.config.client_side and sid not in self.streams:
             # RFC 9113 §5.1.1, §8.4: a server opens even streams only by PUSH_PROMISE,
             # which we disable; h2 would take the block as a new stream and reset it.
             raise ProtocolError(f"the server sent HEADERS on stream {sid}, which nobody opened")

@@ -227,12 +227,13 @@ class CachingDecoder(ReadOnDecoder):
 
     def decode(self, data: bytes, raw: bool = False) -> Any:
         """:meth:`ReadOnDecoder.decode`, answered from the map when it can."""
-        if not raw:
-            return Decoder.decode(self, data, raw)
-        if type(data) is not bytes:
+        if not raw or type(data) is not bytes or len(data) > MAX_CACHED_BLOCK:
+            # Off the hot path (one test for the usual case: raw bytes, small).
+            if not raw:
+                return Decoder.decode(self, data, raw)
             data = bytes(data)
-        if len(data) > MAX_CACHED_BLOCK:
-            return self._read_block(data)
+            if len(data) > MAX_CACHED_BLOCK:
+                return self._read_block(data)
         table = self.header_table
         hit = self._cache.get(data)
         if (
