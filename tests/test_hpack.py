@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from hpack import Decoder, Encoder, HeaderTuple, NeverIndexedHeaderTuple
-from hpack.exceptions import HPACKError, OversizedHeaderListError
+from hpack.exceptions import HPACKError, InvalidTableSizeError, OversizedHeaderListError
 from hypothesis import given, strategies as st
 
 from trio_h2t._hpack import (
@@ -204,3 +204,17 @@ def test_cache_stays_bounded(count: int) -> None:
         dec.decode(enc.encode([(b":status", b"200")]), raw=True)
     assert len(enc._cache) <= CACHE_ENTRIES
     assert len(dec._cache) <= CACHE_ENTRIES
+
+
+def test_owed_table_size_update_is_named_before_an_oversized_list() -> None:
+    """A block over the read-on bound whose encoder owed a table size update fails as
+    hpack does (InvalidTableSizeError), not as an oversized list (found by Hypothesis)."""
+    encoder = Encoder()
+    encoder.header_table_size = 0
+    encoder.header_table_size = 0
+    block = encoder.encode([(b":method", b"POST"), (b":method", b"POST"), (b"x-long", b"v" * 300)])
+    ours = CachingDecoder()
+    ours.max_allowed_table_size = 64
+    ours.max_header_list_size = 100
+    with pytest.raises(InvalidTableSizeError):
+        ours.decode(block, raw=True)

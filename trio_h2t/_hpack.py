@@ -178,8 +178,12 @@ class ReadOnDecoder(Decoder):
             if size <= limit:
                 append(header)
             elif size > hard_limit:
+                # A table size update the encoder owed is the error hpack names first
+                # (its check runs at the block's end; updates come only at the start).
+                self._assert_valid_table_size()
                 raise OversizedHeaderListError(
-                    f"A header list larger than {hard_limit} has been received"
+                    f"A header list larger than {hard_limit} ({READ_ON_FACTOR} times"
+                    f" max_header_list_size {limit}) has been received"
                 )
         self._assert_valid_table_size()
         if size > limit:
