@@ -324,6 +324,7 @@ class Loopy:
         try:
             # ``type(item) is C`` tests, not ``match``: see Reader._dispatch (a class
             # pattern is an isinstance() per case on CPython 3.11); mypy narrows on them.
+            # A ``match`` here measured +2,989 instructions per unary RPC (benchmarks/README.md).
             if type(item) is Data:
                 self._queue_output(item.stream, item)
             elif type(item) is Headers:
