@@ -72,7 +72,11 @@ Checked at every quiescent point (``_check``):
   every stream is closed and all its write quota is back, orphaned items included.
 
 At the end (``teardown``) every stream is put on autopilot (finish sending, read to
-the end); each stream that no action disturbed must then be complete on both sides.
+the end); each stream that no action disturbed must then be complete on both sides
+(but after the client's graceful close, a handler still running when the client
+hangs up, its own streams complete, is cancelled by the connection's end, as
+docs/cancellation.md says, even if it had not yet read the end of a request that
+arrived whole: ``_cut_by_client_hangup``).
 The client leaves its ``open_client_connection`` block and the whole world must
 finish under ``trio.fail_after`` on the mock clock, without spending any virtual time
 if nothing was left open: no task hangs or leaks, every stream is closed and
@@ -457,6 +461,7 @@ class ConnectionMachine(RuleBasedStateMachine):
         self.conn_disturbed = False  # any close, graceful or not
         self.hard_disturbed = False  # abrupt close, or a grace period that may have run out
         self.graceful_started = False
+        self.client_closed = False  # the client's graceful close (aclose) started
         # Filled in by the world.
         self.token: trio.lowlevel.TrioToken | None = None
         self.top: trio.Nursery | None = None
@@ -1048,7 +1053,7 @@ class ConnectionMachine(RuleBasedStateMachine):
         if not go or self.host.result is not None:
             return self._act()
         if who == CLIENT and self._client_alive():
-            self.conn_disturbed = self.graceful_started = True
+            self.conn_disturbed = self.graceful_started = self.client_closed = True
             if self.ccfg.graceful_close_timeout == 0:
                 self.hard_disturbed = True  # no grace at all
             assert self.conn is not None
@@ -1349,6 +1354,8 @@ class ConnectionMachine(RuleBasedStateMachine):
                 for side in (model.c, model.s):
                     if self._handler_cut_short(side) or self._response_tail_lost(side):
                         continue
+                    if self._cut_by_client_hangup(side):
+                        continue
                     if side.who == SERVER and self._cut_by_client_exit(model):
                         continue
                     assert side.complete, f"{side!r} did not complete"
@@ -1412,6 +1419,29 @@ class ConnectionMachine(RuleBasedStateMachine):
             and stream._closed
             and stream._recv_ended
             and (core.error is not None or core.cbuf.finished)
+        )
+
+    def _cut_by_client_hangup(self, side: Side) -> bool:
+        """Documented, not a bug: a client's graceful close hangs up once its own
+        streams are complete, and the connection's end cancels the handlers still
+        running (docs/cancellation.md), also one whose stream is over at the protocol
+        level but that had not yet read the end of its (fully arrived) request. True
+        if ``side`` is such a handler: it answered, the whole request arrived, the
+        client's side completed, and the server's connection has ended."""
+        model = self.streams[side.idx]
+        stream, core = side.stream, self.score
+        return (
+            self.client_closed
+            and side.who == SERVER
+            and model.c.complete
+            and stream is not None
+            and core is not None
+            and side.done
+            and not side.errors
+            and side.end_sent
+            and stream._closed
+            and stream._recv_ended
+            and core.error is not None
         )
 
     def _response_tail_lost(self, side: Side) -> bool:
