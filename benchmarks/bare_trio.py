@@ -1,6 +1,6 @@
 """What 1000 concurrent streams cost trio itself: the unary task shape with no HTTP/2.
 
-``run.py``'s last target compares QPS at 1000 concurrent streams with QPS at 100. In
+``targets.py``'s last target compares QPS at 1000 concurrent streams with QPS at 100. In
 trio_h2t's instructions per RPC nothing grows with the number of streams
 (``icount.py``), yet over the memory network, where both sides live in one process,
 an RPC at 1000 streams costs more CPU time than at 100. This script measures how
@@ -23,7 +23,7 @@ Each run is a fresh process (``--child``); ``--rounds`` alternate the two
 concurrencies and the script prints CPU time per request (``time.process_time()``
 over the window / requests) per run, the medians and their ratio.
 
-``run.py`` runs the same two children in every round, beside trio_h2t's.
+``targets.py`` runs the same two children in every round, beside trio_h2t's.
 
 Run: ``.venv/bin/python benchmarks/bare_trio.py`` (about 1 minute).
 """

@@ -1,15 +1,14 @@
-"""Instructions per unary RPC, counted by callgrind: a figure noise cannot move.
+"""Instructions per operation, counted by callgrind: a figure noise cannot move.
 
 On a shared machine QPS and even CPU time per RPC move by 10-20 % from run to run
 (other tenants, CPU steal). ``valgrind --tool=callgrind`` counts the instructions a
 program executes instead, which is the same for the same program and input whatever
-else the machine does. This script runs a fixed number of unary RPCs (0-byte bodies;
-gRPC-shaped headers: benchmain's request plus ``content-type`` and ``te``, its
-response plus ``content-type``, its trailer) between a trio_h2t client and server
-over the memory network in one process, twice under callgrind (``--rpcs`` and
-``--rpcs`` x 5), and prints the difference per RPC, which leaves out start-up,
-imports and the connection handshake.
-Use it to compare two versions of the code, A/B, on one machine.
+else the machine does. This script runs a fixed number of operations of one workload
+(``workloads.py``; ``unary`` by default, 0-byte bodies) between a trio_h2t client and
+server over the memory network in one process, twice under callgrind (``--rpcs`` and
+``--rpcs`` x 5), and prints the difference per operation, which leaves out start-up,
+imports and the connection handshake. Use it to compare two versions of the code,
+A/B, on one machine (``run.py --icount`` does, side by side).
 
 Run: ``.venv/bin/python benchmarks/icount.py`` (about 1-2 minutes; needs valgrind,
 Debian's ``valgrind`` package). ``--child N`` is the inner run itself.
@@ -18,7 +17,6 @@ Debian's ``valgrind`` package). ``--child N`` is the inner run itself.
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import logging
 import os
@@ -28,58 +26,52 @@ import sys
 import tempfile
 from pathlib import Path
 
+if not __package__:  # run as a script: import the parts from this directory's package
+    import importlib.util
+
+    _init = Path(__file__).resolve().with_name("__init__.py")
+    _spec = importlib.util.spec_from_file_location(
+        "benchmarks", _init, submodule_search_locations=[str(_init.parent)]
+    )
+    assert _spec is not None
+    assert _spec.loader is not None
+    sys.modules["benchmarks"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["benchmarks"])
+
 import trio
 import trio.testing
 
 import trio_h2t
-
-REQUEST = [
-    (b":method", b"POST"),
-    (b":scheme", b"http"),
-    (b":authority", b"bench"),
-    (b":path", b"/bench/unary"),
-    (b"content-type", b"application/grpc"),
-    (b"te", b"trailers"),
-]
-RESPONSE = [(b":status", b"200"), (b"content-type", b"application/grpc")]
-TRAILERS = [(b"x-bench-status", b"0")]
+from benchmarks.workloads import WORKLOADS, Recorder, Workload, make_workload
 
 
-async def handler(stream: trio_h2t.H2Stream) -> None:
-    async for _ in stream:
-        pass
-    await stream.send_headers(RESPONSE)
-    await stream.send_trailers(TRAILERS)
-
-
-async def run_rpcs(total: int, concurrency: int) -> None:
+async def run_rpcs(workload: Workload, total: int, concurrency: int) -> None:
+    """``total`` operations of ``workload`` over the memory network. Checkpoint: always."""
     client_side, server_side = trio.testing.memory_stream_pair()
-    left = [total]
+    rec = Recorder()
+    rec.budget = total
 
-    async def worker(conn: trio_h2t.ClientConnection) -> None:
-        while left[0] > 0:
-            left[0] -= 1
-            async with conn.open_stream(REQUEST, end_stream=True) as stream:
-                await stream.receive_headers()
-                async for _ in stream:
-                    pass
-
-    async with trio.open_nursery() as nursery:
+    async def serve(*, task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED) -> None:
         # MAX_CONCURRENT_STREAMS = concurrency + 1, as benchmain's server (grpc-go's rule).
         config = trio_h2t.TransportConfig(max_concurrent_streams=concurrency + 1)
-        nursery.start_soon(
-            functools.partial(trio_h2t.serve_connection, config=config), server_side, handler
+        await trio_h2t.serve_connection(
+            server_side, workload.serve, config=config, task_status=task_status
         )
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve)
         async with (
             trio_h2t.open_client_connection(client_side) as conn,
             trio.open_nursery() as workers,
         ):
             for _ in range(concurrency):
-                workers.start_soon(worker, conn)
+                workers.start_soon(workload.client, conn, rec)
         nursery.cancel_scope.cancel()
+    if rec.total_ops != total:
+        raise SystemExit(f"icount: {rec.total_ops} operations ran, not {total}")
 
 
-def count(rpcs: int, concurrency: int, seed: str, no_gc: bool) -> int:
+def count(workload: str, rpcs: int, concurrency: int, seed: str, no_gc: bool) -> int:
     """Instructions of one child run of ``rpcs`` RPCs, under callgrind."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
@@ -93,6 +85,8 @@ def count(rpcs: int, concurrency: int, seed: str, no_gc: bool) -> int:
                 __file__,
                 "--child",
                 str(rpcs),
+                "--workload",
+                workload,
                 "--concurrency",
                 str(concurrency),
                 *(["--no-gc"] if no_gc else []),
@@ -114,6 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rpcs", type=int, default=500, help="RPCs in the small run")
     parser.add_argument("--concurrency", type=int, default=100)
+    parser.add_argument("--workload", choices=list(WORKLOADS), default="unary")
     parser.add_argument(
         "--no-gc", action="store_true", help="disable the cyclic collector (to see its share)"
     )
@@ -122,14 +117,15 @@ def main() -> None:
     if args.child:
         if args.no_gc:
             gc.disable()
-        trio.run(run_rpcs, args.child, args.concurrency)
+        trio.run(run_rpcs, make_workload(args.workload, 0, None), args.child, args.concurrency)
         return
-    small = count(args.rpcs, args.concurrency, "0", args.no_gc)
-    large = count(5 * args.rpcs, args.concurrency, "0", args.no_gc)
+    small = count(args.workload, args.rpcs, args.concurrency, "0", args.no_gc)
+    large = count(args.workload, 5 * args.rpcs, args.concurrency, "0", args.no_gc)
     per_rpc = (large - small) / (4 * args.rpcs)
     gc_note = ", gc off" if args.no_gc else ""
     print(
-        f"unary c={args.concurrency}{gc_note}, memory network: {per_rpc:,.0f} instructions per RPC "
+        f"{args.workload} c={args.concurrency}{gc_note}, memory network: "
+        f"{per_rpc:,.0f} instructions per RPC "
         f"(both sides; callgrind, {args.rpcs} vs {5 * args.rpcs} RPCs: {small:,} / {large:,})"
     )
 

@@ -1,468 +1,372 @@
-"""The side-by-side suite: trio_h2t against the h2 ceiling, and the issue's targets.
+"""Two versions of trio_h2t side by side in one run: is this change faster or slower?
 
-One invocation runs, ``--rounds`` times, in a rotating order (so that a slow spell on
-a shared machine does not land on one configuration only):
+``run.py`` measures a base version (A: ``--base``, default ``HEAD~1``) and a new one
+(B: the working tree, or ``--new REF``) in the same run, on the same machine, in
+interleaved rounds, with the same harness (this directory's ``benchmain.py``) for both:
 
-- ``ceiling.py --state h2`` and ``--state trio_h2t`` (the unary exchange between two
-  bare h2 connections in one process, no I/O; stock h2, and trio_h2t's H2State);
-- ``benchmain.py --workload unary`` with 0-byte bodies at 100 and 1000 concurrent
-  streams on one connection, over TCP (client here, server in its own process) and
-  over the memory network (both in one process). The 100-stream runs add the
-  allocation-counting pass (``--allocs``), which runs after their QPS pass;
-- ``bare_trio.py`` at 100 and 1000 concurrent workers: the same task shape with no
-  HTTP/2 at all, the floor of what more streams cost trio and CPython themselves.
+1. A's ``trio_h2t/`` comes out of git (``git archive REF trio_h2t``) into a temporary
+   directory; B is the working tree's ``trio_h2t/`` (a symlink, so uncommitted changes
+   count) or another ``git archive``. Only the library differs between the sides.
+2. Each run is a fresh ``benchmain.py`` process with ``PYTHONPATH`` set to its side's
+   directory (checked: the result names the ``trio_h2t`` it imported; over TCP the
+   server process inherits it).
+3. Each round runs every workload once per side, A then B for one workload and B then A
+   in the next round (ABBA), so a machine that slows down or speeds up during the run
+   lands on both sides alike.
+4. Per workload it prints the median QPS of each side, the ratio B / A with a 95 %
+   bootstrap interval (each side's rounds resampled 2,000 times, fixed seed), the
+   latency medians (p50, p99) and CPU time per operation of each side, and a verdict:
+   ``faster`` or ``slower`` when the interval excludes 1.0, else ``same``.
+5. ``--icount`` adds instructions per operation under callgrind (``icount.py``) for
+   each side, once each (it is deterministic): the figure to trust on a noisy machine.
 
-Each run is a fresh process, so no run inherits another's heap or caches. It then
-prints every run, the medians per configuration and a summary with PASS/FAIL per
-target:
-
-1. TCP QPS at 100 streams >= 1.2 x the ceiling;
-2. memory-network QPS at 100 streams >= 0.6 x the ceiling;
-3. loopy writes >= 20 frames per ``send_all`` at 100 streams (every side, both
-   networks);
-4. QPS at 1000 streams >= 0.9 x QPS at 100, in the issue's configuration (TCP,
-   client and server in separate processes).
-
-The same ratio over the memory network is printed under the targets, beside bare
-trio's: there both sides' 1000 streams share one process and one core's 2 MiB L2
-cache, and what grows there (with instructions per RPC unchanged, ``icount.py``) is
-the cost of the cyclic collector and of cache misses, which trio alone shows too.
-
-The ratios use the median of each side. The ceiling in targets 1-2 is stock h2's (the
-issue's definition: two h2 connections); the ratio to trio_h2t's own H2State ceiling
-is shown beside it. Beside each ratio is a 90 % bootstrap interval (the rounds of
-each side resampled 2,000 times with a fixed seed; for the ceiling, each round's
-median of its runs): on a shared machine single runs of one configuration spread by
-25 % or more, so a median over few rounds can land well away from the ratio it
-estimates, and the interval says how far.
-
-**Pooling**: ``--json FILE`` appends every result to FILE; ``--from-json FILE...``
-runs nothing and summarises the results in those files (every round of several
-invocations pooled), with the same tables and verdicts.
-
-**Contention**: the CPU time other processes used during each run (from
-``/proc/stat``, minus this suite's own children) is printed per run; on a shared
-2-core machine read the figures with it in mind. ``--max-others CORES`` first waits
-(at most ``--wait`` s) until others use no more than that, then discards (prints,
-does not count) and repeats a run during which they used more, at most ``--retries``
-times; the last attempt is always kept.
-
-Run: ``.venv/bin/python benchmarks/run.py`` (about 2 minutes; ``--help``).
+Run: ``.venv/bin/python benchmarks/run.py`` (about 3 minutes: 5 rounds of 4 workloads;
+``--help``). ``benchmarks/README.md`` says how to read the output.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import math
 import os
-import random
-import resource
-import statistics
+import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # run as a script: import the parts from this directory's package
+    import importlib.util
+
+    _init = Path(__file__).resolve().with_name("__init__.py")
+    _spec = importlib.util.spec_from_file_location(
+        "benchmarks", _init, submodule_search_locations=[str(_init.parent)]
+    )
+    assert _spec is not None
+    assert _spec.loader is not None
+    sys.modules["benchmarks"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["benchmarks"])
+
+from benchmarks.stats import bootstrap_ratio, median
+from benchmarks.workloads import WORKLOADS
+
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 BENCHMAIN = HERE / "benchmain.py"
-CEILING = HERE / "ceiling.py"
-BARE_TRIO = HERE / "bare_trio.py"
+ICOUNT = HERE / "icount.py"
+NETWORKS = ("memory", "tcp")
 
-TARGET_TCP = 1.2
-TARGET_MEMORY = 0.6
-TARGET_FRAMES_PER_WRITE = 20.0
-TARGET_SCALING = 0.9
-
-
-def proc_stat_busy() -> float | None:
-    """Seconds of non-idle CPU on the whole machine since boot (None if unknown)."""
-    try:
-        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    except OSError:
-        return None
-    ticks = [int(x) for x in fields]
-    # user nice system idle iowait irq softirq steal (guest is inside user)
-    busy = sum(ticks[:8]) - ticks[3] - ticks[4]
-    return busy / os.sysconf("SC_CLK_TCK")
+#: The default workloads: (name, network, concurrency, request bytes, response bytes).
+DEFAULT_WORKLOADS = (
+    "unary:tcp:c=100",
+    "grpc-unary:tcp:c=100",
+    "streaming:tcp:c=100",
+    "bulk:tcp:c=4:resp=1048576",
+)
 
 
-def wait_quiet(max_others: float, timeout: float) -> float | None:
-    """Wait (at most ``timeout`` s) until other processes use at most ``max_others``
-    cores over a 2-second window; return what they used in the last window."""
-    deadline = time.monotonic() + timeout
-    while True:
-        b0, o0, t0 = proc_stat_busy(), children_cpu(), time.perf_counter()
-        time.sleep(2.0)
-        b1, o1, t1 = proc_stat_busy(), children_cpu(), time.perf_counter()
-        if b0 is None or b1 is None:
-            return None
-        used = max(0.0, (b1 - b0) - (o1 - o0)) / (t1 - t0)
-        if used <= max_others or time.monotonic() >= deadline:
-            return used
+@dataclass(frozen=True)
+class Spec:
+    """One workload configuration, run on both sides."""
+
+    workload: str
+    network: str = "tcp"
+    concurrency: int = 100
+    req_size: int = 0
+    resp_size: int | None = None
+
+    @property
+    def label(self) -> str:
+        sizes = f" {self.req_size}/{self.resp_size}B" if self.req_size or self.resp_size else ""
+        return f"{self.workload} c={self.concurrency} {self.network}{sizes}"
 
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def parse_spec(text: str) -> Spec:
+    """``NAME[:memory|tcp][:c=N][:req=B][:resp=B]`` -> :class:`Spec`."""
+    name, *parts = text.split(":")
+    options: dict[str, Any] = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep and key in NETWORKS:
+            options["network"] = key
+        elif sep and key in ("c", "req", "resp"):
+            field_name = {"c": "concurrency", "req": "req_size", "resp": "resp_size"}[key]
+            options[field_name] = int(value)
+        else:
+            raise argparse.ArgumentTypeError(
+                f"bad workload {text!r}: NAME[:memory|tcp][:c=N][:req=BYTES][:resp=BYTES]"
+            )
+    return Spec(name, **options)
 
 
-@dataclass(eq=False)  # compared (and hashed) by identity
-class Step:
-    """One configuration of the suite and the results of its runs."""
+@dataclass(eq=False)
+class Side:
+    """One version of trio_h2t: where it lives and what it measured."""
 
-    label: str
-    command: list[str]
-    key: tuple[Any, ...]  # step_key() of its results
-    results: list[dict[str, Any]] = field(default_factory=list)
-    others: list[float] = field(default_factory=list)  # cores used by other processes
+    name: str  # "A" or "B"
+    ref: str  # what the user asked for
+    commit: str  # the commit, or "working tree at <commit>"
+    path: Path  # the directory PYTHONPATH points at (holds only trio_h2t/)
+    results: dict[Spec, list[dict[str, Any]]] = field(default_factory=dict)
+    icount: float | None = None
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ, PYTHONPATH=str(self.path))
 
 
-def run_step(step: Step, env: dict[str, str]) -> dict[str, Any]:
+def git(*args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"run.py: git {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def archive_tree(ref: str, into: Path) -> str:
+    """Extract ``ref``'s ``trio_h2t/`` into ``into``; return the commit's short hash."""
+    commit = git("rev-parse", "--short", "--verify", f"{ref}^{{commit}}")
+    tar = subprocess.run(
+        ["git", "archive", "--format=tar", commit, "trio_h2t"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    into.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        archive.extractall(into, filter="data")
+    return commit
+
+
+def working_tree(into: Path) -> str:
+    """Point ``into/trio_h2t`` at the working tree's; describe it."""
+    into.mkdir(parents=True)
+    (into / "trio_h2t").symlink_to(ROOT / "trio_h2t", target_is_directory=True)
+    dirty = git("status", "--porcelain", "--", "trio_h2t")
+    return f"working tree at {git('rev-parse', '--short', 'HEAD')}" + (
+        " (trio_h2t/ modified)" if dirty else ""
+    )
+
+
+def run_benchmain(side: Side, spec: Spec, args: argparse.Namespace) -> dict[str, Any]:
+    """One benchmain.py run of ``spec`` with ``side``'s trio_h2t; its result."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        busy0, own0, t0 = proc_stat_busy(), children_cpu(), time.perf_counter()
-        proc = subprocess.run(
-            [*step.command, "--json", str(out)],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        busy1, own1, t1 = proc_stat_busy(), children_cpu(), time.perf_counter()
+        cmd = [sys.executable, str(BENCHMAIN), "--workload", spec.workload]
+        cmd += ["--network", spec.network, "--concurrency", str(spec.concurrency)]
+        cmd += ["--req-size", str(spec.req_size)]
+        if spec.resp_size is not None:
+            cmd += ["--resp-size", str(spec.resp_size)]
+        cmd += ["--duration", str(args.duration), "--warmup", str(args.warmup)]
+        cmd += ["--quiet", "--json", str(out)]
+        proc = subprocess.run(cmd, env=side.env(), capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             sys.stderr.write(proc.stdout + proc.stderr)
-            raise SystemExit(f"run.py: {step.label} failed (exit {proc.returncode})")
+            raise SystemExit(f"run.py: {spec.label} on {side.name} failed ({proc.returncode})")
         result: dict[str, Any] = json.loads(out.read_text())[-1]
-    others = None
-    if busy0 is not None and busy1 is not None:
-        others = max(0.0, (busy1 - busy0) - (own1 - own0)) / (t1 - t0)
-    result["others_cpu"] = others
-    step.results.append(result)
-    if others is not None:
-        step.others.append(others)
+    imported = Path(result["trio_h2t_file"])
+    if not imported.is_relative_to(side.path.resolve()) and not imported.is_relative_to(
+        (side.path / "trio_h2t").resolve()
+    ):
+        raise SystemExit(f"run.py: side {side.name} imported {imported}, not {side.path}")
     return result
 
 
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
+def run_icount(side: Side, args: argparse.Namespace) -> float:
+    """Instructions per operation of ``side`` (icount.py under callgrind)."""
+    cmd = [sys.executable, str(ICOUNT), "--rpcs", str(args.icount_rpcs)]
+    cmd += ["--workload", args.icount_workload]
+    proc = subprocess.run(cmd, env=side.env(), capture_output=True, text=True, check=False)
+    match = re.search(r"([\d,]+) instructions per RPC", proc.stdout)
+    if proc.returncode != 0 or match is None:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise SystemExit(f"run.py: icount.py on {side.name} failed ({proc.returncode})")
+    return float(match.group(1).replace(",", ""))
 
 
-def bootstrap_ratio(
-    top: list[float], bottom: list[float], *, resamples: int = 2000, level: float = 0.90
-) -> tuple[float, float]:
-    """A ``level`` percentile-bootstrap interval for median(top) / median(bottom).
+def values(results: list[dict[str, Any]], key: str) -> list[float]:
+    return [float(r[key]) for r in results if isinstance(r.get(key), int | float)]
 
-    Each side's rounds are resampled independently (with replacement); the seed is
-    fixed so the same results always print the same interval.
-    """
-    if not top or not bottom:
-        return float("nan"), float("nan")
-    rng = random.Random(0)
-    ratios = sorted(
-        statistics.median(rng.choices(top, k=len(top)))
-        / statistics.median(rng.choices(bottom, k=len(bottom)))
-        for _ in range(resamples)
+
+#: Fewer rounds than this per side give no verdict: a bootstrap over 2-4 values is
+#: too narrow to trust (an A/A run of 2 rounds can come out "slower").
+MIN_ROUNDS_FOR_VERDICT = 5
+
+
+def verdict(lo: float, hi: float, rounds: int) -> str:
+    if math.isnan(lo) or rounds < MIN_ROUNDS_FOR_VERDICT:
+        return "-"
+    if lo > 1.0:
+        return "faster"
+    if hi < 1.0:
+        return "slower"
+    return "same"
+
+
+def report(a: Side, b: Side, specs: list[Spec], rounds: int, level: float) -> list[str]:
+    """The summary table (see the README's "How to read it")."""
+    pct = f"{level:.0%}"
+    head = (
+        f"{'workload':<30}{'A QPS':>9}{'B QPS':>9}  {'B/A [' + pct + ' interval]':<24}"
+        f"{'verdict':<8}{'p50 ms A/B':>15}{'p99 ms A/B':>15}{'CPU µs/op A/B':>17}"
+        f"  {'CPU B/A [' + pct + ']'}"
     )
-    tail = (1.0 - level) / 2
-    return ratios[int(tail * resamples)], ratios[min(resamples - 1, int((1 - tail) * resamples))]
+    lines = [
+        f"A = {a.ref} ({a.commit}); B = {b.ref} ({b.commit}); {rounds} round(s), medians",
+        head,
+        "-" * len(head),
+    ]
+    for spec in specs:
+        ra, rb = a.results.get(spec, []), b.results.get(spec, [])
+        qa, qb = values(ra, "qps"), values(rb, "qps")
+        ratio = median(qb) / median(qa) if qa and qb and median(qa) else math.nan
+        lo, hi = bootstrap_ratio(qb, qa, level=level)
+        ca, cb = values(ra, "cpu_us_per_op"), values(rb, "cpu_us_per_op")
+        cpu_ratio = median(cb) / median(ca) if ca and cb and median(ca) else math.nan
+        cpu_lo, cpu_hi = bootstrap_ratio(cb, ca, level=level)
+        extra = ""
+        mb_a, mb_b = values(ra, "mb_per_s"), values(rb, "mb_per_s")
+        if mb_a and mb_b:
+            extra = f"   MB/s {median(mb_a):,.0f} / {median(mb_b):,.0f}"
+
+        def pair(
+            key: str, fmt: str, ra: list[dict[str, Any]] = ra, rb: list[dict[str, Any]] = rb
+        ) -> str:
+            return f"{median(values(ra, key)):{fmt}}/{median(values(rb, key)):{fmt}}"
+
+        lines.append(
+            f"{spec.label:<30}{median(qa):>9,.0f}{median(qb):>9,.0f}  "
+            f"{f'{ratio:.3f}x [{lo:.3f}, {hi:.3f}]':<24}{verdict(lo, hi, min(len(qa), len(qb))):<8}"
+            f"{pair('p50_ms', '.2f'):>15}{pair('p99_ms', '.2f'):>15}"
+            f"{pair('cpu_us_per_op', '.1f'):>17}"
+            f"  {f'{cpu_ratio:.3f}x [{cpu_lo:.2f}, {cpu_hi:.2f}]':<22}{extra}".rstrip()
+        )
+    if a.icount is not None and b.icount is not None:
+        lines.append("")
+        lines.append(
+            f"instructions per operation (icount.py, callgrind): A {a.icount:,.0f}, "
+            f"B {b.icount:,.0f}, B/A = {b.icount / a.icount:.4f}x"
+        )
+    return lines
 
 
-def step_key(result: dict[str, Any]) -> tuple[Any, ...]:
-    """Which suite configuration a ``--json`` result belongs to."""
-    if "state" in result:
-        return ("ceiling", result["state"])
-    if result.get("bench") == "bare_trio":
-        return ("bare", int(result["concurrency"]))
-    return (result["network"], int(result["concurrency"]))
+def spec_of(result: dict[str, Any]) -> Spec:
+    return Spec(
+        result["workload"],
+        result["network"],
+        int(result["concurrency"]),
+        int(result["req_size"]),
+        int(result["resp_size"]),
+    )
 
 
-def fmt_num(value: float) -> str:
-    return "-" if value != value else f"{value:.0f}"  # NaN: not measured
-
-
-def fmt_others(values: list[float]) -> str:
-    return f"{median(values):.2f}" if values else "n/a"
+def summarise(path: Path, level: float) -> int:
+    """``--from-json``: the summary of an earlier run, from its ``--json`` file."""
+    records: list[dict[str, Any]] = json.loads(path.read_text())
+    sides: dict[str, Side] = {}
+    specs: list[Spec] = []
+    for r in records:
+        side = sides.setdefault(r["side"], Side(r["side"], r["ref"], r["commit"], path))
+        if "icount" in r:
+            side.icount = float(r["icount"])
+            continue
+        spec = spec_of(r)
+        if spec not in specs:
+            specs.append(spec)
+        side.results.setdefault(spec, []).append(r)
+    if set(sides) != {"A", "B"}:
+        raise SystemExit(f"run.py: {path} does not hold both sides")
+    rounds = min(len(v) for side in sides.values() for v in side.results.values())
+    print("\n".join(report(sides["A"], sides["B"], specs, rounds, level)))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="run.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=3, help="rounds (medians over them)")
-    p.add_argument("--duration", type=float, default=4.0, help="benchmain --duration")
+    p.add_argument("--base", default="HEAD~1", metavar="REF", help="side A (default HEAD~1)")
+    p.add_argument(
+        "--new", metavar="REF", help="side B: a commit (default: the working tree's trio_h2t/)"
+    )
+    p.add_argument(
+        "--workload",
+        action="append",
+        type=parse_spec,
+        metavar="SPEC",
+        help="NAME[:memory|tcp][:c=N][:req=BYTES][:resp=BYTES], repeatable "
+        f"(default: {', '.join(DEFAULT_WORKLOADS)})",
+    )
+    p.add_argument("--rounds", type=int, default=5, help="rounds (each side once per workload)")
+    p.add_argument("--duration", type=float, default=3.0, help="benchmain --duration")
     p.add_argument("--warmup", type=float, default=1.0, help="benchmain --warmup")
-    p.add_argument("--ceiling-runs", type=int, default=5, help="ceiling runs per round")
-    p.add_argument("--ceiling-rpcs", type=int, default=2000, help="RPCs per ceiling run")
-    p.add_argument("--json", metavar="FILE", help="append every result to FILE")
+    p.add_argument("--level", type=float, default=0.95, help="bootstrap interval level")
+    p.add_argument("--icount", action="store_true", help="add icount.py for each side")
+    p.add_argument("--icount-rpcs", type=int, default=500, help="icount.py --rpcs")
+    p.add_argument("--icount-workload", default="unary", help="icount.py --workload")
+    p.add_argument("--json", metavar="FILE", help="write every result of both sides to FILE")
     p.add_argument(
-        "--max-others",
-        type=float,
-        metavar="CORES",
-        help="discard and repeat (at most --retries times) a run during which other "
-        "processes used more than CORES cores; discarded runs are printed, not counted",
-    )
-    p.add_argument("--retries", type=int, default=2, help="repeats allowed per run")
-    p.add_argument(
-        "--wait",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="with --max-others: before each run, wait up to this long for others to "
-        "use at most CORES (default 60)",
-    )
-    p.add_argument(
-        "--from-json",
-        nargs="+",
-        metavar="FILE",
-        help="run nothing: summarise the results in these --json files (pooled)",
+        "--from-json", metavar="FILE", help="run nothing: summarise a --json file of an earlier run"
     )
     args = p.parse_args(argv)
-
-    py = sys.executable
-    env = dict(os.environ)
-    common = ["--duration", str(args.duration), "--warmup", str(args.warmup), "--quiet"]
-    ceiling_args = ["--runs", str(args.ceiling_runs), "--rpcs", str(args.ceiling_rpcs)]
-
-    def bench(network: str, concurrency: int, allocs: bool) -> Step:
-        cmd = [py, str(BENCHMAIN), "--workload", "unary", "--network", network]
-        cmd += ["--concurrency", str(concurrency), *common]
-        if allocs:
-            cmd.append("--allocs")
-        return Step(f"unary c={concurrency} {network}", cmd, (network, concurrency))
-
-    def ceiling_step(label: str, state: str) -> Step:
-        cmd = [py, str(CEILING), "--state", state, *ceiling_args]
-        return Step(label, cmd, ("ceiling", state))
-
-    ceiling_h2 = ceiling_step("ceiling (stock h2)", "h2")
-    ceiling_t = ceiling_step("ceiling (trio_h2t H2State)", "trio_h2t")
-    tcp100 = bench("tcp", 100, True)
-    mem100 = bench("memory", 100, True)
-    tcp1000 = bench("tcp", 1000, False)
-    mem1000 = bench("memory", 1000, False)
-
-    def bare(concurrency: int) -> Step:
-        cmd = [py, str(BARE_TRIO), "--child", str(concurrency)]
-        cmd += ["--duration", str(args.duration), "--warmup", str(args.warmup)]
-        return Step(f"bare trio c={concurrency}", cmd, ("bare", concurrency))
-
-    bare100 = bare(100)
-    bare1000 = bare(1000)
-    steps = [ceiling_h2, tcp100, mem100, bare100, ceiling_t, tcp1000, mem1000, bare1000]
-    # Files from before bare_trio joined the suite have no bare runs: fine.
-    optional = (bare100, bare1000)
-
-    started = time.perf_counter()
     if args.from_json:
-        by_key = {step.key: step for step in steps}
-        for name in args.from_json:
-            for result in json.loads(Path(name).read_text()):
-                step = by_key.get(step_key(result))
-                if step is None or result.get("workload", "unary") != "unary":
-                    continue
-                step.results.append(result)
-                if result.get("others_cpu") is not None:
-                    step.others.append(result["others_cpu"])
-        missing = [s.label for s in steps if not s.results and s not in optional]
-        if missing:
-            raise SystemExit(f"run.py: no results for {', '.join(missing)} in --from-json")
-        args.rounds = min(len(s.results) for s in steps if s not in optional)
-        print(f"run.py: {len(args.from_json)} file(s), {args.rounds} or more rounds of each run")
-    else:
-        print(f"run.py: {args.rounds} rounds of {len(steps)} runs; load average {os.getloadavg()}")
-    for rnd in range(0 if args.from_json else args.rounds):
-        shift = rnd % len(steps)
-        for step in steps[shift:] + steps[:shift]:
-            for attempt in range(args.retries + 1):
-                if args.max_others is not None:
-                    wait_quiet(args.max_others, args.wait)
-                result = run_step(step, env)
-                others = result["others_cpu"]
-                if (
-                    args.max_others is None
-                    or others is None
-                    or others <= args.max_others
-                    or attempt == args.retries
-                ):
-                    break
-                step.results.pop()
-                step.others.pop()
-                print(
-                    f"[{rnd + 1}/{args.rounds}] {step.label:<28}discarded: others used "
-                    f"{others:.2f} cores (> {args.max_others:g}); repeating",
-                    flush=True,
-                )
-            if "bench" in result:
-                what = f"{result['cpu_us_per_op']:>9.2f} µs CPU per request (no HTTP/2)"
-            elif "rpcs_per_s" in result:
-                what = f"{result['rpcs_per_s']:>9,.0f} RPCs/s (median of {len(result['runs'])})"
-            else:
-                what = (
-                    f"{result['qps']:>9,.0f} QPS  p50 {result['p50_ms']:6.2f} ms  "
-                    f"p99 {result['p99_ms']:6.2f} ms  frames/write "
-                    f"{result['frames_per_write']:5.1f}/{result['server_frames_per_write']:5.1f}"
-                )
-            others = result["others_cpu"]
-            contention = "" if others is None else f"  others {others:.2f} cores"
-            print(f"[{rnd + 1}/{args.rounds}] {step.label:<28}{what}{contention}", flush=True)
-            if args.json:
-                path = Path(args.json)
-                runs = json.loads(path.read_text()) if path.exists() else []
-                runs.append(result)
-                path.write_text(json.dumps(runs, indent=1) + "\n")
-    elapsed = time.perf_counter() - started
+        return summarise(Path(args.from_json), args.level)
+    specs: list[Spec] = args.workload or [parse_spec(s) for s in DEFAULT_WORKLOADS]
+    for spec in specs:
+        if spec.workload not in WORKLOADS:
+            p.error(f"unknown workload {spec.workload!r} (known: {', '.join(WORKLOADS)})")
 
-    # ---------------------------------------------------------------- per configuration
-    print()
-    if args.from_json:
-        print(f"Medians over the pooled rounds ({', '.join(args.from_json)})")
-    else:
+    with tempfile.TemporaryDirectory(prefix="trio_h2t_run_") as tmp:
+        base = Path(tmp)
+        a = Side("A", args.base, archive_tree(args.base, base / "A"), base / "A")
+        if args.new:
+            b = Side("B", args.new, archive_tree(args.new, base / "B"), base / "B")
+        else:
+            b = Side("B", "working tree", working_tree(base / "B"), base / "B")
+        print(f"run.py: A = {a.ref} ({a.commit}), B = {b.ref} ({b.commit})")
         print(
-            f"Medians over {args.rounds} rounds ({elapsed:.0f} s, load average {os.getloadavg()})"
+            f"run.py: {args.rounds} round(s) x {len(specs)} workload(s) x 2 sides; "
+            f"load average {os.getloadavg()}",
+            flush=True,
         )
-    head = (
-        f"{'configuration':<28}{'QPS':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}"
-        f"{'avg ms':>9}{'fr/wr c':>9}{'fr/wr s':>9}{'cpu c':>7}{'cpu s':>7}"
-        f"{'µs cpu/op':>10}{'allocs/op':>11}{'B/op':>9}{'others':>8}"
-    )
-    print(head)
-    print("-" * len(head))
-
-    def med(step: Step, key: str) -> float:
-        return median([float(r[key]) for r in step.results if r.get(key) is not None])
-
-    for step in (ceiling_h2, ceiling_t):
-        pooled = [x for r in step.results for x in r["runs"]]
-        cpu_pooled = [x for r in step.results for x in r["cpu_runs"]]
-        note = f"  (RPCs/s, median of {len(pooled)} runs; both sides in one process)"
-        print(
-            f"{step.label:<28}{median(pooled):>9,.0f}{note:<76}"
-            f"{1e6 / median(cpu_pooled):>10.1f}{'':>20}{fmt_others(step.others):>8}"
-        )
-    for step in (tcp100, mem100, tcp1000, mem1000):
-        server_cpu = med(step, "server_cpu")
-        print(
-            f"{step.label:<28}{med(step, 'qps'):>9,.0f}{med(step, 'p50_ms'):>9.2f}"
-            f"{med(step, 'p90_ms'):>9.2f}{med(step, 'p99_ms'):>9.2f}{med(step, 'avg_ms'):>9.2f}"
-            f"{med(step, 'frames_per_write'):>9.1f}{med(step, 'server_frames_per_write'):>9.1f}"
-            f"{med(step, 'client_cpu'):>7.2f}"
-            f"{('' if server_cpu != server_cpu else f'{server_cpu:.2f}'):>7}"
-            f"{med(step, 'cpu_us_per_op'):>10.1f}"
-            f"{fmt_num(med(step, 'allocs_per_op')):>11}{fmt_num(med(step, 'bytes_per_op')):>9}"
-            f"{fmt_others(step.others):>8}"
-        )
-    for step in optional:
-        if step.results:
-            print(
-                f"{step.label:<28}{'  (no HTTP/2: CPU per request)':<77}"
-                f"{med(step, 'cpu_us_per_op'):>10.1f}{'':>20}{fmt_others(step.others):>8}"
-            )
-
-    # ---------------------------------------------------------------- targets
-    ceiling = median([x for r in ceiling_h2.results for x in r["runs"]])
-    ceiling_own = median([x for r in ceiling_t.results for x in r["runs"]])
-    rows: list[tuple[str, str, str, bool]] = []
-
-    def ratio_row(
-        name: str,
-        value: float,
-        base: float,
-        target: float,
-        interval: tuple[float, float],
-        extra: str = "",
-    ) -> None:
-        ratio = value / base
-        lo, hi = interval
-        measured = f"{value:,.0f} / {base:,.0f} = {ratio:.3f}x [{lo:.2f}, {hi:.2f}]{extra}"
-        rows.append((name, measured, f">= {target}x", ratio >= target))
-
-    def qps_runs(step: Step) -> list[float]:
-        return [float(r["qps"]) for r in step.results]
-
-    # The ceiling's rounds for the bootstrap: each run's median of its own runs.
-    ceiling_rounds = [float(r["rpcs_per_s"]) for r in ceiling_h2.results]
-    qps = {s: med(s, "qps") for s in (tcp100, mem100, tcp1000, mem1000)}
-    ratio_row(
-        "unary c=100 TCP QPS / ceiling",
-        qps[tcp100],
-        ceiling,
-        TARGET_TCP,
-        bootstrap_ratio(qps_runs(tcp100), ceiling_rounds),
-        f" (vs H2State ceiling {qps[tcp100] / ceiling_own:.3f}x)",
-    )
-    ratio_row(
-        "unary c=100 memory QPS / ceiling",
-        qps[mem100],
-        ceiling,
-        TARGET_MEMORY,
-        bootstrap_ratio(qps_runs(mem100), ceiling_rounds),
-        f" (vs H2State ceiling {qps[mem100] / ceiling_own:.3f}x)",
-    )
-    fpw = {
-        "tcp client": med(tcp100, "frames_per_write"),
-        "tcp server": med(tcp100, "server_frames_per_write"),
-        "mem client": med(mem100, "frames_per_write"),
-        "mem server": med(mem100, "server_frames_per_write"),
-    }
-    rows.append(
-        (
-            "loopy frames/send_all at c=100",
-            ", ".join(f"{k} {v:.1f}" for k, v in fpw.items()),
-            f">= {TARGET_FRAMES_PER_WRITE:g}",
-            min(fpw.values()) >= TARGET_FRAMES_PER_WRITE,
-        )
-    )
-    ratio_row(
-        "QPS c=1000 / c=100 (TCP)",
-        qps[tcp1000],
-        qps[tcp100],
-        TARGET_SCALING,
-        bootstrap_ratio(qps_runs(tcp1000), qps_runs(tcp100)),
-    )
-
-    print()
-    print(f"Targets (medians over {args.rounds} rounds; [90 % bootstrap interval])")
-    width = max(len(r[1]) for r in rows)
-    print(f"{'target':<34}{'measured':<{width + 2}}{'goal':<10}result")
-    print("-" * (34 + width + 2 + 10 + 6))
-    for name, measured, goal, ok in rows:
-        print(f"{name:<34}{measured:<{width + 2}}{goal:<10}{'PASS' if ok else 'FAIL'}")
-    mem_low, mem_high = bootstrap_ratio(qps_runs(mem1000), qps_runs(mem100))
-    print()
-    print("One process, both sides (not a target; see the docstring): c=1000 / c=100")
-    print(
-        f"  trio_h2t, QPS over the memory network   {qps[mem1000]:,.0f} / {qps[mem100]:,.0f} = "
-        f"{qps[mem1000] / qps[mem100]:.3f}x [{mem_low:.2f}, {mem_high:.2f}]"
-    )
-    if bare100.results and bare1000.results:
-        cpu100, cpu1000 = ([float(r["cpu_us_per_op"]) for r in b.results] for b in optional)
-        bare_low, bare_high = bootstrap_ratio(cpu100, cpu1000)
-        b100, b1000 = median(cpu100), median(cpu1000)
-        print(
-            f"  bare trio, same task shape, no HTTP/2   {b100:.2f} / {b1000:.2f} µs CPU per "
-            f"request = {b100 / b1000:.3f}x as QPS [{bare_low:.2f}, {bare_high:.2f}]"
-        )
-    cpu_ceiling = 1e6 / median([x for r in ceiling_h2.results for x in r["cpu_runs"]])
-    cpu_own = 1e6 / median([x for r in ceiling_t.results for x in r["cpu_runs"]])
-    print()
-    print("Context (not targets): CPU time per RPC, both sides, whatever else ran")
-    print(
-        f"  h2 alone (ceiling, stock h2 / trio_h2t H2State): {cpu_ceiling:.1f} / {cpu_own:.1f} µs"
-    )
-    for step in (tcp100, mem100, tcp1000, mem1000):
-        cost = med(step, "cpu_us_per_op")
-        print(
-            f"  trio_h2t {step.label:<22}{cost:8.1f} µs  (h2 alone would be "
-            f"{cpu_ceiling / cost:.0%} of it)"
-        )
-    others_all = [x for s in steps for x in s.others]
-    if others_all and median(others_all) > 0.1:
-        print(
-            f"\nNote: other processes used a median {median(others_all):.2f} cores during "
-            f"the runs (max {max(others_all):.2f}); the machine was not quiet."
-        )
-    return 0 if all(ok for *_, ok in rows) else 1
+        started = time.perf_counter()
+        for rnd in range(args.rounds):
+            order = (a, b) if rnd % 2 == 0 else (b, a)
+            for spec in specs:
+                for side in order:
+                    result = run_benchmain(side, spec, args)
+                    side.results.setdefault(spec, []).append(result)
+                    print(
+                        f"[{rnd + 1}/{args.rounds}] {side.name} {spec.label:<30}"
+                        f"{result['qps']:>9,.0f} QPS  p50 {result['p50_ms']:7.2f} ms  "
+                        f"p99 {result['p99_ms']:7.2f} ms  {result['cpu_us_per_op'] or 0:7.1f} "
+                        "µs CPU/op",
+                        flush=True,
+                    )
+        if args.icount:
+            for side in (a, b):
+                side.icount = run_icount(side, args)
+                print(f"icount {side.name}: {side.icount:,.0f} instructions per operation")
+        elapsed = time.perf_counter() - started
+        if args.json:
+            dump = [
+                {"side": side.name, "ref": side.ref, "commit": side.commit, **r}
+                for side in (a, b)
+                for results in side.results.values()
+                for r in results
+            ]
+            dump += [
+                {"side": side.name, "ref": side.ref, "commit": side.commit, "icount": side.icount}
+                for side in (a, b)
+                if side.icount is not None
+            ]
+            Path(args.json).write_text(json.dumps(dump, indent=1) + "\n")
+        print()
+        print(f"({elapsed:.0f} s, load average {os.getloadavg()})")
+        print("\n".join(report(a, b, specs, args.rounds, args.level)))
+    return 0
 
 
 if __name__ == "__main__":

@@ -2,25 +2,32 @@
 
 Every figure here is checked for shape and sanity only, never for speed: speed is
 what the benchmarks themselves report (see benchmarks/README.md). Each script runs as
-a subprocess for a fraction of a second, over the memory network only.
+a subprocess for a fraction of a second (with ``PYTHONPATH`` at this tree, so it
+measures this tree's trio_h2t); the workloads' wire shapes are checked in process.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
+
+import trio_h2t
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 if str(ROOT) not in sys.path:  # benchmarks/ is a package of the repository, not installed
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import run  # noqa: E402
+from benchmarks import benchmain, run, stats, targets, workloads  # noqa: E402
 
 #: Upper bound for any subprocess in this file (seconds).
 PROC_TIMEOUT = 60
@@ -29,6 +36,7 @@ PROC_TIMEOUT = 60
 def script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(BENCHMARKS / name), *args],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
         timeout=PROC_TIMEOUT,
@@ -37,26 +45,29 @@ def script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_bootstrap_ratio_brackets_the_ratio_of_medians() -> None:
+    """The bootstrap interval holds the ratio of medians, within the extremes, repeatably."""
     top = [90.0, 100.0, 110.0, 95.0, 105.0]
     bottom = [45.0, 50.0, 55.0, 48.0, 52.0]
-    lo, hi = run.bootstrap_ratio(top, bottom)
+    lo, hi = stats.bootstrap_ratio(top, bottom)
     assert lo <= 100.0 / 50.0 <= hi
     assert lo >= 90.0 / 55.0
     assert hi <= 110.0 / 45.0
-    assert run.bootstrap_ratio(top, bottom) == (lo, hi)  # fixed seed: repeatable
-    assert run.bootstrap_ratio([3.0], [3.0]) == (1.0, 1.0)
-    nan_lo, nan_hi = run.bootstrap_ratio([], bottom)
+    assert stats.bootstrap_ratio(top, bottom) == (lo, hi)  # fixed seed: repeatable
+    assert stats.bootstrap_ratio([3.0], [3.0]) == (1.0, 1.0)
+    nan_lo, nan_hi = stats.bootstrap_ratio([], bottom)
     assert nan_lo != nan_lo
     assert nan_hi != nan_hi
 
 
 def test_step_key_tells_every_kind_of_result_apart() -> None:
-    assert run.step_key({"state": "h2", "runs": []}) == ("ceiling", "h2")
-    assert run.step_key({"bench": "bare_trio", "concurrency": 1000}) == ("bare", 1000)
-    assert run.step_key({"network": "tcp", "concurrency": 100}) == ("tcp", 100)
+    """targets.py files every kind of result under its own configuration."""
+    assert targets.step_key({"state": "h2", "runs": []}) == ("ceiling", "h2")
+    assert targets.step_key({"bench": "bare_trio", "concurrency": 1000}) == ("bare", 1000)
+    assert targets.step_key({"network": "tcp", "concurrency": 100}) == ("tcp", 100)
 
 
 def test_bare_trio_child_reports_cpu_per_request(tmp_path: Path) -> None:
+    """bare_trio.py's child reports a plausible CPU time per request."""
     out = tmp_path / "bare.json"
     proc = script(
         "bare_trio.py", "--child", "50", "--warmup", "0.1", "--duration", "0.3", "--json", str(out)
@@ -70,6 +81,7 @@ def test_bare_trio_child_reports_cpu_per_request(tmp_path: Path) -> None:
 
 
 def test_benchmain_memory_unary_runs_and_writes_json(tmp_path: Path) -> None:
+    """benchmain.py runs unary over memory and appends a sane result to --json."""
     out = tmp_path / "bench.json"
     proc = script(
         "benchmain.py",
@@ -95,6 +107,16 @@ def test_benchmain_memory_unary_runs_and_writes_json(tmp_path: Path) -> None:
     assert result["qps"] > 0
     assert result["p50_ms"] <= result["p99_ms"]
     assert result["frames_per_write"] >= 1
+    for field in ("50_Latency:", "90_Latency:", "99_Latency:", "QPS:", "loopy frames per send_all"):
+        assert field in proc.stdout
+
+
+def test_benchmain_embedded_defaults_are_the_main_job() -> None:
+    """With no arguments benchmain runs unary, 100 streams, memory network, 0-byte bodies."""
+    args = benchmain.parser().parse_args([])
+    assert (args.workload, args.concurrency, args.network) == ("unary", 100, "memory")
+    assert (args.req_size, args.resp_size, args.duration, args.warmup) == (0, None, 5.0, 1.0)
+    assert workloads.make_workload(args.workload, args.req_size, args.resp_size).resp_size == 0
 
 
 def _fake_suite_results() -> list[dict[str, Any]]:
@@ -128,7 +150,8 @@ def _fake_suite_results() -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("with_bare", [True, False])
-def test_run_from_json_summarises_without_running(tmp_path: Path, with_bare: bool) -> None:
+def test_targets_from_json_summarises_without_running(tmp_path: Path, with_bare: bool) -> None:
+    """targets.py --from-json pools files and passes targets that are met."""
     results = _fake_suite_results()
     if with_bare:  # files written before bare_trio joined the suite have none
         results += [
@@ -136,7 +159,7 @@ def test_run_from_json_summarises_without_running(tmp_path: Path, with_bare: boo
         ]
     path = tmp_path / "suite.json"
     path.write_text(json.dumps(results))
-    proc = script("run.py", "--from-json", str(path), str(path))
+    proc = script("targets.py", "--from-json", str(path), str(path))
     assert proc.returncode == 0, proc.stdout + proc.stderr  # every target passes
     assert "2 file(s), 2 or more rounds" in proc.stdout
     assert "QPS c=1000 / c=100 (TCP)          2,000 / 2,000 = 1.000x [1.00, 1.00]" in proc.stdout
@@ -145,23 +168,301 @@ def test_run_from_json_summarises_without_running(tmp_path: Path, with_bare: boo
     assert "FAIL" not in proc.stdout
 
 
-def test_run_from_json_fails_a_missed_target(tmp_path: Path) -> None:
+def test_targets_from_json_fails_a_missed_target(tmp_path: Path) -> None:
+    """targets.py --from-json fails (exit 1) when a target is missed."""
     results = _fake_suite_results()
     for r in results:
         if r.get("network") == "tcp" and r["concurrency"] == 1000:
             r["qps"] = 1000.0  # half of c=100
     path = tmp_path / "suite.json"
     path.write_text(json.dumps(results))
-    proc = script("run.py", "--from-json", str(path))
+    proc = script("targets.py", "--from-json", str(path))
     assert proc.returncode == 1
     assert "= 0.500x [0.50, 0.50]" in proc.stdout
     assert "FAIL" in proc.stdout
 
 
-def test_run_from_json_names_missing_configurations(tmp_path: Path) -> None:
+def test_targets_from_json_names_missing_configurations(tmp_path: Path) -> None:
+    """targets.py --from-json names the configurations it has no results for."""
     path = tmp_path / "suite.json"
     path.write_text(json.dumps(_fake_suite_results()[:3]))
-    proc = script("run.py", "--from-json", str(path))
+    proc = script("targets.py", "--from-json", str(path))
     assert proc.returncode != 0
     assert "no results for" in proc.stderr
     assert "unary c=1000 memory" in proc.stderr
+
+
+# ---------------------------------------------------------------- public API only
+
+
+def _trio_h2t_imports(path: Path) -> list[str]:
+    """Every module name under trio_h2t that ``path`` imports (anywhere in the file)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names if a.name.split(".")[0] == "trio_h2t"]
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] == "trio_h2t"
+        ):
+            module = node.module or ""
+            names.append(module)
+            names += [f"{module}.{a.name}" for a in node.names]
+    return names
+
+
+def test_benchmarks_import_only_public_trio_h2t() -> None:
+    """benchmarks/*.py and peers/ import trio_h2t itself, never a private trio_h2t._x."""
+    files = sorted(BENCHMARKS.glob("*.py")) + sorted((BENCHMARKS / "peers").glob("*.py"))
+    assert BENCHMARKS / "benchmain.py" in files
+    private = {
+        f"{f.relative_to(BENCHMARKS)}: {name}"
+        for f in files
+        for name in _trio_h2t_imports(f)
+        if any(part.startswith("_") for part in name.split(".")[1:])
+    }
+    assert not private, sorted(private)
+    assert "trio_h2t" in _trio_h2t_imports(BENCHMARKS / "harness.py")
+
+
+def test_private_import_scan_sees_private_imports() -> None:
+    """The scan above would catch a private import (micro/ measures internals on purpose)."""
+    names = _trio_h2t_imports(BENCHMARKS / "micro" / "controlbuf.py")
+    assert "trio_h2t._controlbuf" in names
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def test_percentile_follows_grpc_go() -> None:
+    """percentile reads ordered[count * p / 100 - 1], clamped; NaN when empty."""
+    ordered = [float(i) for i in range(1, 101)]
+    assert stats.percentile(ordered, 50) == 50.0
+    assert stats.percentile(ordered, 99) == 99.0
+    assert stats.percentile([7.0], 99) == 7.0
+    assert stats.percentile([], 50) != stats.percentile([], 50)  # NaN
+
+
+def test_histogram_counts_every_value_in_its_bucket() -> None:
+    """Each value lands in the bucket whose range holds it; the lines add up."""
+    h = stats.Histogram(min_value=1e-3, growth=1.0, buckets=6)
+    h.extend([0.0005, 0.0015, 0.0015, 0.003, 10.0])
+    assert h.counts == [1, 2, 1, 0, 0, 1]  # [0,1ms) [1,2) [2,4) [4,8) [8,16) [16ms,inf)
+    for i in range(1, len(h.counts)):
+        assert h.bucket_of(h.lower_bound(i) * 1.0001) == i
+    lines = h.lines()
+    assert lines[0].startswith("Count: 5")
+    assert "100.0%" in lines[-1]
+
+
+# ---------------------------------------------------------------- workloads on the wire
+
+
+async def _serve_one(handler: trio_h2t.Handler, client: Any) -> None:
+    """Run ``client(conn)`` against ``handler`` over a memory stream pair."""
+    client_side, server_side = trio.testing.memory_stream_pair()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio_h2t.serve_connection, server_side, handler)
+            async with trio_h2t.open_client_connection(client_side) as conn:
+                await client(conn)
+            nursery.cancel_scope.cancel()
+
+
+async def test_grpc_unary_server_answers_a_grpc_shaped_call() -> None:
+    """grpc-unary's server: gRPC content-type, a 5-byte message for 0 bytes, grpc-status 0."""
+    w = workloads.make_workload("grpc-unary", 0, 0)
+
+    async def client(conn: trio_h2t.ClientConnection) -> None:
+        headers = conn.request_headers("POST", w.path) + workloads.GRPC_REQUEST_HEADERS
+        async with conn.open_stream(headers) as stream:
+            await stream.send_data(b"\x00\x00\x00\x00\x00", end_stream=True)
+            response = await stream.receive_headers()
+            body = await stream.read_all()
+            trailers = stream.trailers
+        assert (b"content-type", b"application/grpc") in response
+        assert body == b"\x00\x00\x00\x00\x00"
+        assert trailers == [(b"grpc-status", b"0")]
+
+    await _serve_one(w.serve, client)
+
+
+async def test_grpc_unary_client_sends_a_prefixed_message_and_checks_status() -> None:
+    """grpc-unary's client sends gRPC headers and a 5-byte DATA frame; a bad status fails it."""
+    seen: list[tuple[list[tuple[bytes, bytes]], bytes]] = []
+    status = [b"0"]
+
+    async def handler(stream: trio_h2t.H2Stream) -> None:
+        seen.append((list(stream.headers or ()), await stream.read_all()))
+        await stream.send_headers(workloads.GRPC_RESPONSE_HEADERS)
+        await stream.send_data(workloads.grpc_message(3))
+        await stream.send_trailers([(b"grpc-status", status[0])])
+
+    w = workloads.make_workload("grpc-unary", 0, 3)
+
+    async def client(conn: trio_h2t.ClientConnection) -> None:
+        rec = workloads.Recorder()
+        rec.budget = 2
+        await w.client(conn, rec)
+        assert rec.total_ops == 2
+        status[0] = b"13"
+        rec = workloads.Recorder()
+        rec.budget = 1
+        with pytest.raises(workloads.WorkloadError, match="grpc-status"):
+            await w.client(conn, rec)
+
+    await _serve_one(handler, client)
+    headers, body = seen[0]
+    assert (b"content-type", b"application/grpc") in headers
+    assert (b"te", b"trailers") in headers
+    assert body == b"\x00\x00\x00\x00\x00"
+
+
+async def test_streaming_is_grpc_shaped_both_ways() -> None:
+    """streaming: prefixed messages each way, gRPC headers and grpc-status at the end."""
+    w = workloads.make_workload("streaming", 2, 4)
+
+    async def client(conn: trio_h2t.ClientConnection) -> None:
+        rec = workloads.Recorder()
+        rec.budget = 3
+        await w.client(conn, rec)  # checks content-type and grpc-status itself
+        assert rec.total_ops == 3
+
+    await _serve_one(w.serve, client)
+
+
+async def test_bulk_moves_and_checks_every_byte() -> None:
+    """bulk moves its sizes both ways, CRC-checked; a changed byte fails the operation."""
+    w = workloads.make_workload("bulk", 70_000, 200_000)
+    assert isinstance(w, workloads.Bulk)
+    assert sum(len(c) for c in w.response_chunks) == 200_000
+    assert len(set(w.request)) > 200  # pseudo-random, not one repeated byte
+
+    async def client(conn: trio_h2t.ClientConnection) -> None:
+        rec = workloads.Recorder()
+        rec.budget = 2
+        rec.measuring = True
+        await w.client(conn, rec)
+        assert rec.total_ops == 2
+        assert rec.bytes_moved == 2 * (70_000 + 200_000)
+
+    await _serve_one(w.serve, client)
+
+    async def corrupting(stream: trio_h2t.H2Stream) -> None:
+        await stream.read_all()
+        await stream.send_headers([(b":status", b"200")])
+        body = b"".join(w.response_chunks)
+        await stream.send_data(body[:-1] + bytes([body[-1] ^ 1]))
+        await stream.send_trailers([(b"x-bench-crc32", str(w.response_crc).encode())])
+
+    async def failing_client(conn: trio_h2t.ClientConnection) -> None:
+        rec = workloads.Recorder()
+        rec.budget = 1
+        with pytest.raises(workloads.WorkloadError, match="bulk response"):
+            await w.client(conn, rec)
+
+    await _serve_one(corrupting, failing_client)
+
+
+@pytest.mark.parametrize("workload", sorted(workloads.WORKLOADS))
+def test_benchmain_runs_every_workload(tmp_path: Path, workload: str) -> None:
+    """Each workload runs end to end in benchmain.py (memory, tiny) and counts operations."""
+    out = tmp_path / "bench.json"
+    sizes = ["--resp-size", "20000"] if workload == "bulk" else []
+    proc = script(
+        "benchmain.py",
+        *("--workload", workload, "--network", "memory", "--concurrency", "3"),
+        *("--warmup", "0.05", "--duration", "0.3", "--quiet", "--histogram"),
+        *sizes,
+        *("--json", str(out)),
+    )
+    assert proc.returncode == 0, proc.stderr
+    (result,) = json.loads(out.read_text())
+    assert result["workload"] == workload
+    assert result["ops"] > 0
+    assert "QPS:" in proc.stdout
+    assert "loopy frames per send_all" in proc.stdout
+    assert "Histogram (unit: ms)" in proc.stdout
+    assert Path(result["trio_h2t_file"]).is_relative_to(ROOT / "trio_h2t")
+    if workload == "bulk":
+        assert result["mb_per_s"] > 0
+
+
+def test_benchmain_tcp_runs_its_server_process(tmp_path: Path) -> None:
+    """Over TCP the server is a second process whose counters reach the result."""
+    out = tmp_path / "bench.json"
+    proc = script(
+        "benchmain.py",
+        *("--workload", "grpc-unary", "--network", "tcp", "--concurrency", "4"),
+        *("--warmup", "0.1", "--duration", "0.3", "--quiet", "--json", str(out)),
+    )
+    assert proc.returncode == 0, proc.stderr
+    (result,) = json.loads(out.read_text())
+    assert result["ops"] > 0
+    assert result["server_frames"] > 0
+    assert result["server_cpu"] is not None
+
+
+# ---------------------------------------------------------------- run.py side by side
+
+
+def test_run_parse_spec_reads_every_field() -> None:
+    """A workload spec gives name, network, concurrency and sizes; junk is refused."""
+    assert run.parse_spec("bulk:memory:c=2:req=5:resp=9") == run.Spec("bulk", "memory", 2, 5, 9)
+    assert run.parse_spec("unary") == run.Spec("unary")
+    with pytest.raises(Exception, match="bad workload"):
+        run.parse_spec("unary:c2")
+
+
+def test_run_verdict_needs_an_interval_clear_of_one_and_enough_rounds() -> None:
+    """faster / slower only when the interval excludes 1.0 over enough rounds."""
+    assert run.verdict(1.02, 1.10, 5) == "faster"
+    assert run.verdict(0.90, 0.98, 5) == "slower"
+    assert run.verdict(0.97, 1.03, 5) == "same"
+    assert run.verdict(1.02, 1.10, 2) == "-"
+
+
+def test_run_compares_head_with_itself_side_by_side(tmp_path: Path) -> None:
+    """run.py --base HEAD, one tiny round: both sides run from their own trees and report."""
+    out = tmp_path / "ab.json"
+    proc = script(
+        "run.py",
+        *("--base", "HEAD", "--rounds", "1", "--duration", "0.2", "--warmup", "0.05"),
+        *("--workload", "unary:memory:c=3", "--json", str(out)),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "B/A [95% interval]" in proc.stdout
+    assert "unary c=3 memory" in proc.stdout
+    results = json.loads(out.read_text())
+    assert sorted(r["side"] for r in results) == ["A", "B"]
+    files = {r["side"]: Path(r["trio_h2t_file"]) for r in results}
+    assert files["B"].is_relative_to(ROOT / "trio_h2t")  # the working tree
+    assert not files["A"].is_relative_to(ROOT)  # a git archive of HEAD
+    again = script("run.py", "--from-json", str(out))
+    assert again.returncode == 0, again.stderr
+    summary = proc.stdout[proc.stdout.rindex("A = HEAD") :]
+    assert again.stdout == summary
+
+
+def test_micro_ceiling_runs_both_states() -> None:
+    """micro/ceiling.py still runs the unary exchange with stock h2 and with H2State."""
+    for state in ("h2", "trio_h2t"):
+        proc = script("micro/ceiling.py", "--state", state, "--runs", "1", "--rpcs", "200")
+        assert proc.returncode == 0, proc.stderr
+        assert "RPCs/s median" in proc.stdout
+
+
+def test_benchmain_compare_prints_before_after_percentage(tmp_path: Path) -> None:
+    """benchmain.py compare matches configurations and prints grpc-go's benchresult rows."""
+    base = {"workload": "unary", "network": "memory", "concurrency": 10}
+    base |= {"req_size": 0, "resp_size": 0, "python": "3", "h2": "4"}
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps([base | {"qps": 100.0}, base | {"qps": 300.0}]))
+    new.write_text(json.dumps([base | {"qps": 250.0}]))
+    proc = script("benchmain.py", "compare", str(old), str(new))
+    assert proc.returncode == 0, proc.stderr
+    assert "Unary-network_memory-maxConcurrentCalls_10" in proc.stdout
+    assert "(medians of 2 / 1 runs)" in proc.stdout
+    qps_row = next(line for line in proc.stdout.splitlines() if line.startswith("QPS"))
+    assert qps_row.split() == ["QPS", "200.0", "250.0", "+25.00%"]

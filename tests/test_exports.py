@@ -12,11 +12,12 @@ import pytest
 from h2.errors import ErrorCodes
 
 import trio_h2t
+import trio_h2t.grpc
 import trio_h2t.testing
 from trio_h2t._connection import ConnectionCore
 from trio_h2t._util import NoPublicConstructor
 
-PUBLIC_MODULES = [trio_h2t, trio_h2t.testing]
+PUBLIC_MODULES = [trio_h2t, trio_h2t.testing, trio_h2t.grpc]
 
 
 @pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)

@@ -27,7 +27,7 @@ consumer taking the last item. Each design runs ``--reps`` times for each produc
 count (designs interleaved within a repetition, in rotating order), and the medians
 are reported.
 
-Run: ``.venv/bin/python benchmarks/controlbuf.py`` (defaults are embedded; ``--help``).
+Run: ``.venv/bin/python benchmarks/micro/controlbuf.py`` (defaults are embedded; ``--help``).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ uses trio_h2t's own subclass (``H2State``: O(1) counting, amortised pruning), th
 tighter ceiling for trio_h2t in particular. Either way this is what h2 alone costs:
 an upper bound for any h2-based transport on this machine, per core.
 
-Run: ``.venv/bin/python benchmarks/ceiling.py`` (``--help`` for options).
+Run: ``.venv/bin/python benchmarks/micro/ceiling.py`` (``--help`` for options).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ import h2.connection
 import h2.events
 import h2.settings
 
-# Keep in step with benchmain.py (which must stay importable without h2 internals).
+# Keep in step with the unary workload (benchmarks/workloads.py ``Unary``).
 UNARY_PATH = b"/bench/unary"
 RESPONSE_HEADERS: list[tuple[bytes, bytes]] = [(b":status", b"200")]
 TRAILERS: list[tuple[bytes, bytes]] = [(b"x-bench-status", b"0")]

@@ -1,0 +1,1 @@
+"""Tests of trio_h2t.grpc (they mirror trio_h2t/grpc/)."""

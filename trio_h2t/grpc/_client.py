@@ -1,0 +1,874 @@
+"""The client: ``Channel``, its four kinds of method, and ``Call``.
+
+Theory of operation
+-------------------
+A :class:`Channel` wraps one ``trio_h2t.ClientConnection``; every call is one
+HTTP/2 stream opened with ``open_stream`` (its context manager is the call's
+lifetime), so the transport's rules apply as they are: leaving the call's block
+before the call completed, for any reason (an exception, a cancellation, a
+``break``), resets the stream with CANCEL, which is how gRPC cancels a call
+(grpc/grpc ``doc/PROTOCOL-HTTP2.md``, "Errors").
+
+Deadlines are Trio cancel scopes. A call's ``timeout`` is a scope of its own
+around the stream; the deadline sent as ``grpc-timeout`` is the earlier of that
+and the caller's effective deadline (``trio.current_effective_deadline``), so a
+surrounding ``trio.move_on_after`` bounds the server too. When the call's own
+scope expires it raises RpcError(DEADLINE_EXCEEDED); when a surrounding scope
+expires, that scope's cancellation proceeds as usual (the stream is reset).
+
+Receiving is done by the task that asks for a message: a :class:`Call` decodes
+the response's DATA with a sans-IO ``MessageDecoder`` and reads the status from
+the trailers (or from the headers of a trailers-only response, or derives it from
+the HTTP status or the RST_STREAM code, ``_status.py``).
+
+Only trio_h2t's public API is used (``tests/grpc_layer/test_wire.py`` checks it).
+"""
+
+from __future__ import annotations
+
+import math
+import ssl
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any, Generic, TypeVar, final
+
+import trio
+
+import trio_h2t
+from trio_h2t import ClientConnection, H2Stream
+
+from ._codec import Deserializer, Serializer, identity_deserializer, identity_serializer
+from ._framing import (
+    ACCEPT_ENCODING,
+    DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
+    MessageDecoder,
+    check_encoding,
+    compress,
+    decompress,
+    encode_message,
+)
+from ._metadata import (
+    Metadata,
+    MetadataLike,
+    encode_timeout,
+    metadata_from_headers,
+    metadata_to_headers,
+)
+from ._status import (
+    RpcError,
+    StatusCode,
+    code_from_wire,
+    decode_grpc_message,
+    status_from_http,
+    status_from_rst,
+)
+from ._util import NoPublicConstructor
+
+__all__ = [
+    "Call",
+    "Channel",
+    "StreamStreamMethod",
+    "StreamUnaryMethod",
+    "UnaryStreamMethod",
+    "UnaryUnaryMethod",
+    "open_channel",
+]
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+USER_AGENT = f"trio_h2t-grpc/{trio_h2t.__version__}"
+#: RST_STREAM CANCEL (RFC 9113 §7): how a client cancels a call.
+RST_CANCEL = 0x8
+_TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
+
+
+def _error_from_transport(exc: BaseException) -> tuple[StatusCode, str]:
+    """The status a call reports when the transport ended its stream with ``exc``."""
+    if isinstance(exc, trio_h2t.StreamRefusedError):
+        return StatusCode.UNAVAILABLE, "the server refused the stream (it was not processed)"
+    if isinstance(exc, trio_h2t.StreamResetError):
+        who = "the server" if exc.remote else "this side"
+        code = exc.error_code
+        name = getattr(code, "name", str(code))
+        return status_from_rst(code), f"stream reset by {who} with {name}"
+    if isinstance(exc, trio_h2t.ConnectionClosingError):
+        return StatusCode.UNAVAILABLE, "the connection is closing"
+    if isinstance(exc, trio.ClosedResourceError):
+        return StatusCode.CANCELLED, "the call was cancelled by this side"
+    return StatusCode.UNAVAILABLE, f"the connection was lost: {exc}"
+
+
+@final
+class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
+    """One RPC in progress (built by a channel method; see ``docs/grpc.md``).
+
+    Send with :meth:`send_message` and :meth:`done_writing`; receive with
+    :meth:`receive_message` (or ``async for``) or :meth:`receive_response` (a
+    single response). ``code``, ``details`` and ``trailing_metadata`` are None
+    until the call has ended; :meth:`initial_metadata` waits for the headers.
+
+    One task may send while another receives; two tasks receiving (or sending) at
+    once get ``trio.BusyResourceError``.
+    """
+
+    __slots__ = (
+        "_channel",
+        "_code",
+        "_decoder",
+        "_deserializer",
+        "_details",
+        "_encoding",
+        "_initial",
+        "_messages",
+        "_response_encoding",
+        "_serializer",
+        "_stream",
+        "_trailing",
+        "_waits",
+        "_writing_done",
+        "method",
+    )
+
+    def __init__(
+        self,
+        channel: Channel,
+        stream: H2Stream,
+        method: str,
+        serializer: Serializer,
+        deserializer: Deserializer,
+        encoding: str | None,
+    ) -> None:
+        self._channel = channel  # immutable after init
+        self._stream = stream  # immutable after init
+        #: The method's path, ``/package.Service/Method``.
+        self.method = method  # immutable after init
+        self._serializer = serializer  # immutable after init
+        self._deserializer = deserializer  # immutable after init
+        self._encoding = encoding  # immutable after init: what we compress with
+        # owner: the sending task
+        self._writing_done = False
+        # owner: the receiving task
+        self._decoder = MessageDecoder(channel.max_receive_message_size)
+        self._messages: deque[tuple[bool, bytes]] = deque()
+        self._initial: Metadata | None = None
+        self._response_encoding: str | None = None
+        self._code: StatusCode | None = None
+        self._details: str | None = None
+        self._trailing: Metadata | None = None
+        # Awaits on the stream so far: a public receive that made none still
+        # schedules once (cancel_shielded_checkpoint), as trio's rule asks.
+        self._waits = 0
+
+    def __repr__(self) -> str:
+        state = "active" if self._code is None else self._code.name
+        return f"<trio_h2t.grpc.Call {self.method} {state}>"
+
+    # ------------------------------------------------------------------ status
+
+    @property
+    def code(self) -> StatusCode | None:
+        """The call's status code, once it has ended (else None)."""
+        return self._code
+
+    @property
+    def details(self) -> str | None:
+        """The status message (decoded ``grpc-message``), once the call has ended."""
+        return self._details
+
+    @property
+    def trailing_metadata(self) -> Metadata | None:
+        """The trailing metadata, once the call has ended."""
+        return self._trailing
+
+    @property
+    def response_encoding(self) -> str | None:
+        """The response's ``grpc-encoding`` ("gzip", "deflate"), once its headers
+        arrived; None for identity (no compression)."""
+        return self._response_encoding
+
+    def cancel(self) -> None:
+        """Cancel the call: RST_STREAM(CANCEL). Synchronous and idempotent; later
+        receives raise RpcError(CANCELLED)."""
+        if self._code is None:
+            self._set_status(StatusCode.CANCELLED, "the call was cancelled by this side")
+        self._stream.reset(RST_CANCEL)
+
+    def _set_status(self, code: StatusCode, details: str, trailing: Metadata | None = None) -> None:
+        if self._code is None:
+            self._code = code
+            self._details = details
+            self._trailing = trailing if trailing is not None else Metadata()
+
+    def _rpc_error(self) -> RpcError:
+        assert self._code is not None
+        assert self._code != StatusCode.OK
+        return RpcError(
+            self._code,
+            self._details or "",
+            trailing_metadata=self._trailing or (),
+            initial_metadata=self._initial or (),
+        )
+
+    # ------------------------------------------------------------------ sending
+
+    async def send_message(self, message: Req) -> None:
+        """Serialize and send one request message.
+
+        Checkpoint: always. On cancellation: the message may or may not have been
+        queued; the call's block resets the stream anyway.
+
+        Raises:
+            RpcError: RESOURCE_EXHAUSTED if the message exceeds the channel's
+                ``max_send_message_size`` (nothing sent); the call's status if the
+                stream ended under it (a reset, the connection lost).
+            trio.ClosedResourceError: :meth:`done_writing` was called, or the call
+                already ended with status OK (the server needed no more requests).
+        """
+        await self._send(message, end=False)
+
+    async def done_writing(self) -> None:
+        """Half-close: tell the server no more requests follow. Idempotent.
+
+        Checkpoint: always. On cancellation: END_STREAM may or may not have been
+        queued; the call's block resets the stream anyway.
+        """
+        if self._writing_done:
+            await trio.lowlevel.checkpoint()
+            return
+        self._writing_done = True
+        try:
+            await self._stream.end()
+        except _TRANSPORT_ERRORS as exc:
+            self._raise_send_failure(exc)
+
+    async def _send(self, message: Req, *, end: bool) -> None:
+        if self._writing_done:
+            raise trio.ClosedResourceError("done_writing() was called on this call")
+        if self._code is not None:
+            # The call has ended (its status was received): nothing more is read.
+            if self._code != StatusCode.OK:
+                raise self._rpc_error()
+            raise trio.ClosedResourceError("the call has already ended with status OK")
+        payload = self._serializer(message)
+        limit = self._channel.max_send_message_size
+        if limit is not None and len(payload) > limit:
+            raise RpcError(
+                StatusCode.RESOURCE_EXHAUSTED,
+                f"trying to send message larger than max ({len(payload)} vs. {limit})",
+            )
+        encoding = self._encoding
+        frame = encode_message(
+            compress(payload, encoding) if encoding else payload, compressed=encoding is not None
+        )
+        if end:
+            self._writing_done = True
+        try:
+            await self._stream.send_data(frame, end_stream=end)
+        except _TRANSPORT_ERRORS as exc:
+            self._raise_send_failure(exc)
+
+    def _raise_send_failure(self, exc: BaseException) -> None:
+        if self._code is not None and self._code != StatusCode.OK:
+            raise self._rpc_error() from exc
+        code, details = _error_from_transport(exc)
+        if code == StatusCode.CANCELLED and self._code is None:
+            raise exc
+        raise RpcError(code, details) from exc
+
+    # ------------------------------------------------------------------ receiving
+
+    async def initial_metadata(self) -> Metadata:
+        """Wait for the response headers; return their metadata.
+
+        Checkpoint: always. On cancellation: nothing is consumed.
+        Raises RpcError if the call ends without headers.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        waits = self._waits
+        await self._receive_headers()
+        assert self._initial is not None
+        if waits == self._waits:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return self._initial
+
+    async def _receive_headers(self) -> None:
+        if self._initial is not None:
+            return
+        if self._code is not None:  # ended (cancelled) before any headers
+            self._initial = Metadata()
+            if self._code != StatusCode.OK:
+                raise self._rpc_error()
+            return
+        try:
+            self._waits += 1
+            headers = await self._stream.receive_headers()
+        except _TRANSPORT_ERRORS as exc:
+            self._initial = Metadata()
+            self._set_status(*_error_from_transport(exc))
+            raise self._rpc_error() from exc
+        status = grpc_status = content_type = encoding = None
+        for name, value in headers:
+            if name == b":status":
+                status = value
+            elif name == b"grpc-status":
+                grpc_status = value
+            elif name == b"content-type":
+                content_type = value
+            elif name == b"grpc-encoding":
+                encoding = value
+        try:
+            self._initial = metadata_from_headers(headers)
+        except ValueError as exc:
+            self._initial = Metadata()
+            self._set_status(StatusCode.INTERNAL, f"malformed response metadata: {exc}")
+            raise self._rpc_error() from None
+        if grpc_status is None and status != b"200":
+            http = int(status) if status is not None and status.isdigit() else 0
+            self._set_status(status_from_http(http), f"unexpected HTTP status code {http}")
+            raise self._rpc_error()
+        if grpc_status is not None:
+            # Trailers-only (PROTOCOL-HTTP2.md): the status is in the headers, and
+            # their metadata is trailing metadata (as grpc-go and grpcio read it).
+            self._initial = Metadata()
+            self._finish(headers)
+            return
+        if content_type is None or not content_type.startswith(b"application/grpc"):
+            self._set_status(
+                StatusCode.UNKNOWN, f"unexpected content-type {content_type!r} in the response"
+            )
+            raise self._rpc_error()
+        if encoding is not None and encoding != b"identity":
+            algorithm = encoding.decode("ascii", "replace")
+            try:
+                self._response_encoding = check_encoding(algorithm)
+            except ValueError:
+                self._set_status(
+                    StatusCode.INTERNAL, f"response compressed with unsupported {algorithm!r}"
+                )
+                raise self._rpc_error() from None
+
+    def _finish(self, block: Iterable[tuple[bytes, bytes]]) -> None:
+        """Read the status from ``block`` (the trailers, or trailers-only headers)."""
+        grpc_status = message = None
+        for name, value in block:
+            if name == b"grpc-status":
+                grpc_status = value
+            elif name == b"grpc-message":
+                message = value
+        try:
+            trailing = metadata_from_headers(block)
+        except ValueError as exc:
+            self._set_status(StatusCode.INTERNAL, f"malformed trailing metadata: {exc}")
+            return
+        if grpc_status is None:
+            self._set_status(StatusCode.INTERNAL, "the server ended the call without a grpc-status")
+            return
+        details = decode_grpc_message(message) if message is not None else ""
+        self._set_status(code_from_wire(grpc_status), details, trailing)
+
+    async def _next_payload(self) -> bytes | None:
+        """The next response message's bytes, or None at the end of an OK call."""
+        await self._receive_headers()
+        stream = self._stream
+        while not self._messages:
+            if self._code is not None:
+                if self._code != StatusCode.OK:
+                    raise self._rpc_error()
+                return None
+            try:
+                self._waits += 1
+                chunk = await stream.receive_some()
+            except _TRANSPORT_ERRORS as exc:
+                self._set_status(*_error_from_transport(exc))
+                continue
+            if chunk:
+                try:
+                    self._messages.extend(self._decoder.feed(chunk))
+                except RpcError as exc:
+                    self._set_status(exc.code, exc.details)
+                continue
+            if self._decoder.pending:
+                self._set_status(StatusCode.INTERNAL, "the response ended inside a message")
+            else:
+                self._finish(stream.trailers or ())
+        compressed, payload = self._messages.popleft()
+        if compressed:
+            if self._response_encoding is None:
+                self._set_status(StatusCode.INTERNAL, "compressed message without a grpc-encoding")
+                raise self._rpc_error()
+            try:
+                payload = decompress(
+                    payload, self._response_encoding, self._channel.max_receive_message_size
+                )
+            except RpcError as exc:
+                self._set_status(exc.code, exc.details)
+                raise self._rpc_error() from None
+        return payload
+
+    def _deserialize(self, payload: bytes) -> Resp:
+        try:
+            return self._deserializer(payload)  # type: ignore[no-any-return]
+        except Exception as exc:
+            self._set_status(StatusCode.INTERNAL, f"failed to deserialize the response: {exc!r}")
+            raise self._rpc_error() from exc
+
+    async def receive_message(self) -> Resp:
+        """The next response message.
+
+        Checkpoint: always. On cancellation: no message is lost.
+
+        Raises:
+            trio.EndOfChannel: the call ended with status OK and no more messages.
+            RpcError: the call ended with another status (after the messages sent
+                before it were received).
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        waits = self._waits
+        payload = await self._next_payload()
+        if waits == self._waits:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        if payload is None:
+            raise trio.EndOfChannel
+        return self._deserialize(payload)
+
+    def __aiter__(self) -> Call[Req, Resp]:
+        return self
+
+    async def __anext__(self) -> Resp:
+        """The next response message; the iteration ends with an OK status.
+
+        Checkpoint: always. On cancellation: no message is lost.
+        """
+        try:
+            return await self.receive_message()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+
+    async def receive_response(self) -> Resp:
+        """The single response of a unary-response call, once the call has ended OK.
+
+        Checkpoint: always. On cancellation: the message read so far is lost (the
+        call's block resets the stream anyway). Raises RpcError: the status, or
+        INTERNAL if the server sent no message or more than one.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        waits = self._waits
+        payload = await self._next_payload()
+        if waits == self._waits:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        if payload is None:
+            self._code = StatusCode.INTERNAL
+            self._details = "the server sent no response message"
+            raise self._rpc_error()
+        if await self._next_payload() is not None:
+            self._code = StatusCode.INTERNAL
+            self._details = "the server sent more than one response message"
+            raise self._rpc_error()
+        return self._deserialize(payload)
+
+
+def _to_float(timeout: float | None) -> float:
+    if timeout is None:
+        return math.inf
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
+    return float(timeout)
+
+
+@asynccontextmanager
+async def _unwrap_single() -> AsyncIterator[None]:
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group.exceptions[0].__cause__
+        raise
+
+
+@final
+class Channel:
+    """A gRPC channel over one ``trio_h2t.ClientConnection``.
+
+    ``Channel(connection)`` wraps a connection you opened (:func:`open_channel`
+    opens one for you). Options, all keyword-only: ``compression`` (None,
+    "identity", "gzip" or "deflate"; per call it can be overridden),
+    ``max_receive_message_size`` (default 4 MiB; None: no limit),
+    ``max_send_message_size`` (default None: no limit), ``metadata`` sent on every
+    call before the call's own.
+
+    There is one connection and no reconnection: calls wait for stream quota (the
+    server's MAX_CONCURRENT_STREAMS), as grpcio's ``wait_for_ready`` waits for a
+    connection, and fail fast with UNAVAILABLE once the connection is lost or
+    closing.
+    """
+
+    def __init__(
+        self,
+        connection: ClientConnection,
+        *,
+        compression: str | None = None,
+        max_receive_message_size: int | None = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
+        max_send_message_size: int | None = None,
+        metadata: MetadataLike = (),
+    ) -> None:
+        self._conn = connection  # immutable after init
+        self.compression = check_encoding(compression)  # immutable after init
+        self.max_receive_message_size = max_receive_message_size  # immutable after init
+        self.max_send_message_size = max_send_message_size  # immutable after init
+        self._metadata_headers = metadata_to_headers(Metadata(metadata))  # immutable after init
+        self._closing = False  # owner: aclose (set once)
+        self._active = 0  # owner: the calling tasks (no await between read and write)
+        self._idle = trio.Event()  # set when _active drops to 0 while closing
+
+    def unary_unary(
+        self,
+        method: str,
+        *,
+        request_serializer: Serializer | None = None,
+        response_deserializer: Deserializer | None = None,
+    ) -> UnaryUnaryMethod[Any, Any]:
+        """A unary-unary method: ``await channel.unary_unary(path)(request)``."""
+        return UnaryUnaryMethod._create(self, method, request_serializer, response_deserializer)
+
+    def unary_stream(
+        self,
+        method: str,
+        *,
+        request_serializer: Serializer | None = None,
+        response_deserializer: Deserializer | None = None,
+    ) -> UnaryStreamMethod[Any, Any]:
+        """A unary-stream method: ``async with m(request) as call: async for r in call``."""
+        return UnaryStreamMethod._create(self, method, request_serializer, response_deserializer)
+
+    def stream_unary(
+        self,
+        method: str,
+        *,
+        request_serializer: Serializer | None = None,
+        response_deserializer: Deserializer | None = None,
+    ) -> StreamUnaryMethod[Any, Any]:
+        """A stream-unary method: ``await m(requests)`` or ``async with m.open() as call``."""
+        return StreamUnaryMethod._create(self, method, request_serializer, response_deserializer)
+
+    def stream_stream(
+        self,
+        method: str,
+        *,
+        request_serializer: Serializer | None = None,
+        response_deserializer: Deserializer | None = None,
+    ) -> StreamStreamMethod[Any, Any]:
+        """A stream-stream method: ``async with m(requests) as call`` or ``m.open()``."""
+        return StreamStreamMethod._create(self, method, request_serializer, response_deserializer)
+
+    @property
+    def connection(self) -> ClientConnection:
+        """The transport connection the calls run on."""
+        return self._conn
+
+    async def aclose(self) -> None:
+        """Drain: refuse new calls (UNAVAILABLE), wait for the calls in progress to
+        end, then close the connection gracefully.
+
+        Checkpoint: always. On cancellation: the connection is not closed by this
+        call (its owner's block still closes it).
+        """
+        self._closing = True
+        if self._active:
+            await self._idle.wait()
+        await self._conn.aclose()
+
+    def _headers(
+        self, method: str, deadline: float, metadata: MetadataLike, encoding: str | None
+    ) -> list[tuple[bytes, bytes]]:
+        extra: list[tuple[bytes, bytes]] = [
+            (b"te", b"trailers"),
+            (b"content-type", b"application/grpc"),
+            (b"user-agent", USER_AGENT.encode()),
+            (b"grpc-accept-encoding", ACCEPT_ENCODING.encode()),
+        ]
+        if encoding is not None:
+            extra.append((b"grpc-encoding", encoding.encode()))
+        if deadline != math.inf:
+            remaining = max(deadline - trio.current_time(), 1e-9)
+            extra.append((b"grpc-timeout", encode_timeout(remaining).encode()))
+        extra.extend(self._metadata_headers)
+        if metadata:
+            extra.extend(metadata_to_headers(Metadata(metadata)))
+        return self._conn.request_headers("POST", method, extra)
+
+    @asynccontextmanager
+    async def _open(
+        self,
+        method: str,
+        serializer: Serializer,
+        deserializer: Deserializer,
+        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        metadata: MetadataLike,
+        compression: str | bool | None,
+    ) -> AsyncIterator[Call[Any, Any]]:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._closing:
+            raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
+        now = trio.current_time()
+        own = now + _to_float(timeout)
+        if own <= now:
+            raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded (timeout <= 0)")
+        deadline = min(own, trio.current_effective_deadline())
+        encoding = (
+            self.compression
+            if compression is False
+            else check_encoding(compression if isinstance(compression, str) else None)
+        )
+        headers = self._headers(method, deadline, metadata, encoding)
+        self._active += 1
+        try:
+            with trio.CancelScope(deadline=own) as scope:
+                async with AsyncExitStack() as stack:
+                    try:
+                        stream = await stack.enter_async_context(self._conn.open_stream(headers))
+                    except _TRANSPORT_ERRORS as exc:
+                        raise RpcError(*_error_from_transport(exc)) from exc
+                    yield Call._create(self, stream, method, serializer, deserializer, encoding)
+            if scope.cancelled_caught:
+                raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+        finally:
+            self._active -= 1
+            if self._closing and not self._active:
+                self._idle.set()
+
+
+class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
+    __slots__ = ("_channel", "_deserializer", "_serializer", "method")
+
+    def __init__(
+        self,
+        channel: Channel,
+        method: str,
+        serializer: Serializer | None,
+        deserializer: Deserializer | None,
+    ) -> None:
+        if not method.startswith("/"):
+            raise ValueError(
+                f"a method path starts with '/': /package.Service/Method, not {method!r}"
+            )
+        self._channel = channel  # immutable after init
+        self.method = method  # immutable after init
+        self._serializer = serializer or identity_serializer  # immutable after init
+        self._deserializer = deserializer or identity_deserializer  # immutable after init
+
+    def open(
+        self,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataLike = (),
+        compression: str | bool | None = False,
+    ) -> AbstractAsyncContextManager[Call[Req, Resp]]:
+        """Start a call and give its :class:`Call` for the duration of the block.
+
+        ``timeout`` (seconds) bounds the call (RpcError(DEADLINE_EXCEEDED) when it
+        expires); ``metadata`` is sent with the request headers; ``compression``
+        overrides the channel's (None: no compression).
+
+        Checkpoint: entering (it may wait for stream quota). On cancellation, or
+        leaving the block before the call ended: RST_STREAM(CANCEL).
+
+        Raises (entering): RpcError(UNAVAILABLE) if the channel or connection is
+        closed or lost; ValueError for reserved or malformed metadata.
+        """
+        return self._channel._open(
+            self.method, self._serializer, self._deserializer, timeout, metadata, compression
+        )
+
+
+async def _send_all(call: Call[Any, Any], requests: Iterable[Any] | AsyncIterable[Any]) -> None:
+    """Send ``requests`` then half-close; a failed stream is reported by the receiver."""
+    try:
+        if isinstance(requests, AsyncIterable):
+            async for request in requests:
+                await call.send_message(request)
+        else:
+            for request in requests:
+                await call.send_message(request)
+        await call.done_writing()
+    except RpcError:
+        pass  # the call failed: the receiving side raises its status
+    except trio.ClosedResourceError:
+        if call.code is None:
+            raise
+        # The call ended first (the server answered before all requests were sent).
+
+
+@final
+class UnaryUnaryMethod(_Method[Req, Resp]):
+    """A unary-unary method of a channel (``Channel.unary_unary``)."""
+
+    async def __call__(
+        self,
+        request: Req,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        metadata: MetadataLike = (),
+        compression: str | bool | None = False,
+    ) -> Resp:
+        """Send ``request``; return the response.
+
+        Checkpoint: always. On cancellation: RST_STREAM(CANCEL).
+
+        Raises:
+            RpcError: any status but OK (DEADLINE_EXCEEDED when ``timeout`` expires).
+        """
+        response, _ = await self.with_call(
+            request, timeout=timeout, metadata=metadata, compression=compression
+        )
+        return response
+
+    async def with_call(
+        self,
+        request: Req,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        metadata: MetadataLike = (),
+        compression: str | bool | None = False,
+    ) -> tuple[Resp, Call[Req, Resp]]:
+        """As calling it, and the ended :class:`Call` (its metadata and status).
+
+        Checkpoint: always. On cancellation: RST_STREAM(CANCEL).
+        """
+        async with self.open(timeout=timeout, metadata=metadata, compression=compression) as call:
+            await call._send(request, end=True)
+            response = await call.receive_response()
+        return response, call
+
+
+@final
+class UnaryStreamMethod(_Method[Req, Resp]):
+    """A unary-stream method of a channel (``Channel.unary_stream``)."""
+
+    @asynccontextmanager
+    async def __call__(
+        self,
+        request: Req,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        metadata: MetadataLike = (),
+        compression: str | bool | None = False,
+    ) -> AsyncIterator[Call[Req, Resp]]:
+        """``async with method(request) as call: async for response in call: ...``.
+
+        Checkpoint: entering. Leaving before the call ended cancels it.
+        """
+        async with self.open(timeout=timeout, metadata=metadata, compression=compression) as call:
+            await call._send(request, end=True)
+            yield call
+
+
+@final
+class StreamUnaryMethod(_Method[Req, Resp]):
+    """A stream-unary method of a channel (``Channel.stream_unary``)."""
+
+    async def __call__(
+        self,
+        requests: Iterable[Req] | AsyncIterable[Req],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        metadata: MetadataLike = (),
+        compression: str | bool | None = False,
+    ) -> Resp:
+        """Send every request of ``requests`` (an iterable or async iterable); return
+        the response. The requests are sent by a second task while this one waits
+        for the response, so a server answering early ends the call.
+
+        Checkpoint: always. On cancellation: RST_STREAM(CANCEL).
+        """
+        response, _ = await self.with_call(
+            requests, timeout=timeout, metadata=metadata, compression=compression
+        )
+        return response
+
+    async def with_call(
+        self,
+        requests: Iterable[Req] | AsyncIterable[Req],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        metadata: MetadataLike = (),
+        compression: str | bool | None = False,
+    ) -> tuple[Resp, Call[Req, Resp]]:
+        """As calling it, and the ended :class:`Call`.
+
+        Checkpoint: always. On cancellation: RST_STREAM(CANCEL).
+        """
+        async with (
+            self.open(timeout=timeout, metadata=metadata, compression=compression) as call,
+            _unwrap_single(),
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(_send_all, call, requests)
+            response = await call.receive_response()
+            nursery.cancel_scope.cancel()
+        return response, call
+
+
+@final
+class StreamStreamMethod(_Method[Req, Resp]):
+    """A stream-stream method of a channel (``Channel.stream_stream``)."""
+
+    @asynccontextmanager
+    async def __call__(
+        self,
+        requests: Iterable[Req] | AsyncIterable[Req] | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        metadata: MetadataLike = (),
+        compression: str | bool | None = False,
+    ) -> AsyncIterator[Call[Req, Resp]]:
+        """``async with method(requests) as call: async for response in call: ...``.
+
+        ``requests`` (an iterable or async iterable) are sent by a second task
+        while the block reads; without it, send with ``call.send_message`` and end
+        with ``call.done_writing()``. Leaving before the call ended cancels it.
+
+        Checkpoint: entering.
+        """
+        async with self.open(timeout=timeout, metadata=metadata, compression=compression) as call:
+            if requests is None:
+                yield call
+                return
+            async with _unwrap_single(), trio.open_nursery() as nursery:
+                nursery.start_soon(_send_all, call, requests)
+                yield call
+                nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def open_channel(
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    config: trio_h2t.TransportConfig | None = None,
+    compression: str | None = None,
+    max_receive_message_size: int | None = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
+    max_send_message_size: int | None = None,
+    metadata: MetadataLike = (),
+) -> AsyncIterator[Channel]:
+    """Connect (``trio_h2t.open_connection``: h2c, or TLS with ``ssl_context``) and
+    give a :class:`Channel` on it; the other options are the Channel's.
+
+    Leaving the block drains the channel (:meth:`Channel.aclose`), then the
+    connection closes gracefully; leaving with an exception closes it at once.
+
+    Checkpoint: entering and leaving. Raises: as ``trio_h2t.open_connection``
+    (ConnectionLostError if it cannot connect).
+    """
+    async with trio_h2t.open_connection(host, port, ssl_context=ssl_context, config=config) as conn:
+        channel = Channel(
+            conn,
+            compression=compression,
+            max_receive_message_size=max_receive_message_size,
+            max_send_message_size=max_send_message_size,
+            metadata=metadata,
+        )
+        yield channel
+        await channel.aclose()

@@ -1,0 +1,681 @@
+"""The server: a method registry, one task per RPC, and the servicer context.
+
+Theory of operation
+-------------------
+A :class:`Server` is a trio_h2t ``Handler``: give it to ``trio_h2t.serve_tcp``,
+``open_server``, ``serve_listeners`` or ``serve_connection``. The transport already
+runs one task per stream (so one per RPC) in the connection's nursery, cancels it
+when the client resets the stream, and resets the request side with NO_ERROR when
+the response has ended before the client half-closed (grpc/grpc
+``doc/PROTOCOL-HTTP2.md``: the server may end a call before the client is done).
+
+For each stream the server checks the request (POST, else HTTP 405; a gRPC
+content-type, else HTTP 415; a known method, else UNIMPLEMENTED; a well-formed
+``grpc-timeout`` and a supported ``grpc-encoding``), then runs the method's
+handler inside a cancel scope whose deadline is the ``grpc-timeout``: when it
+expires the handler is cancelled and the call ends with DEADLINE_EXCEEDED.
+
+The status goes in the trailers, or, when nothing was sent before it, in a
+trailers-only response (one HEADERS frame with END_STREAM). A handler that raises
+:class:`RpcError` ends its call with that status; any other exception ends it with
+UNKNOWN, logged on the ``trio_h2t.grpc`` logger with its traceback, none of which
+goes on the wire.
+
+Only trio_h2t's public API is used (``tests/grpc_layer/test_wire.py`` checks it).
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import logging
+import math
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, NoReturn, Protocol, TypeAlias, final, runtime_checkable
+
+import trio
+
+import trio_h2t
+from trio_h2t import H2Stream
+
+from ._codec import Deserializer, Serializer, identity_deserializer, identity_serializer
+from ._framing import (
+    ACCEPT_ENCODING,
+    DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
+    SUPPORTED_ENCODINGS,
+    MessageDecoder,
+    check_encoding,
+    compress,
+    decompress,
+    encode_message,
+)
+from ._metadata import (
+    Metadata,
+    MetadataLike,
+    metadata_from_headers,
+    metadata_to_headers,
+    parse_timeout,
+)
+from ._status import RpcError, StatusCode, encode_grpc_message
+from ._util import NoPublicConstructor
+
+__all__ = [
+    "GenericHandler",
+    "MethodHandler",
+    "MethodKind",
+    "Server",
+    "ServicerContext",
+    "method_handlers_generic_handler",
+    "rpc",
+    "stream_stream_handler",
+    "stream_unary_handler",
+    "unary_stream_handler",
+    "unary_unary_handler",
+]
+
+log = logging.getLogger("trio_h2t.grpc")
+
+_TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
+
+
+@final
+class MethodKind(enum.Enum):
+    """The four kinds of gRPC method: whether each direction is a stream."""
+
+    UNARY_UNARY = "unary_unary"
+    UNARY_STREAM = "unary_stream"
+    STREAM_UNARY = "stream_unary"
+    STREAM_STREAM = "stream_stream"
+
+    @property
+    def request_streaming(self) -> bool:
+        return self in (MethodKind.STREAM_UNARY, MethodKind.STREAM_STREAM)
+
+    @property
+    def response_streaming(self) -> bool:
+        return self in (MethodKind.UNARY_STREAM, MethodKind.STREAM_STREAM)
+
+
+HandlerFn: TypeAlias = Callable[..., Any]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class MethodHandler:
+    """How to run one method: its kind, the handler and the (de)serializers.
+
+    The handler is ``async def handler(request, context)`` (unary request) or
+    ``async def handler(requests, context)`` (``requests`` an async iterator). A
+    unary response is its return value; a streaming response is what it yields
+    (an async generator), what it passes to ``await context.write(response)``, or
+    the items of an async iterator a plain function returns.
+    """
+
+    kind: MethodKind
+    handler: HandlerFn
+    request_deserializer: Deserializer = identity_deserializer
+    response_serializer: Serializer = identity_serializer
+
+
+def _make(kind: MethodKind) -> Callable[..., MethodHandler]:
+    def make(
+        handler: HandlerFn,
+        *,
+        request_deserializer: Deserializer | None = None,
+        response_serializer: Serializer | None = None,
+    ) -> MethodHandler:
+        return MethodHandler(
+            kind,
+            handler,
+            request_deserializer or identity_deserializer,
+            response_serializer or identity_serializer,
+        )
+
+    make.__name__ = f"{kind.value}_handler"
+    make.__doc__ = f"A :class:`MethodHandler` for a {kind.value.replace('_', '-')} method."
+    return make
+
+
+unary_unary_handler = _make(MethodKind.UNARY_UNARY)
+unary_stream_handler = _make(MethodKind.UNARY_STREAM)
+stream_unary_handler = _make(MethodKind.STREAM_UNARY)
+stream_stream_handler = _make(MethodKind.STREAM_STREAM)
+
+
+@runtime_checkable
+class GenericHandler(Protocol):
+    """Anything with ``service(method) -> MethodHandler | None`` (``method`` is the
+    path, ``/package.Service/Method``); the server asks each in turn."""
+
+    def service(self, method: str) -> MethodHandler | None: ...
+
+
+@final
+class _PathHandler:
+    __slots__ = ("_methods",)
+
+    def __init__(self, methods: Mapping[str, MethodHandler]) -> None:
+        self._methods = dict(methods)  # immutable after init
+
+    def service(self, method: str) -> MethodHandler | None:
+        return self._methods.get(method)
+
+
+def method_handlers_generic_handler(
+    service: str, handlers: Mapping[str, MethodHandler]
+) -> GenericHandler:
+    """A handler for ``service`` (``package.Service``) from ``{method_name: handler}``."""
+    return _PathHandler({f"/{service}/{name}": h for name, h in handlers.items()})
+
+
+_RPC_ATTR = "__trio_h2t_grpc_rpc__"
+
+
+def rpc(
+    kind: MethodKind | str = MethodKind.UNARY_UNARY,
+    *,
+    name: str | None = None,
+    request_deserializer: Deserializer | None = None,
+    response_serializer: Serializer | None = None,
+) -> Callable[[HandlerFn], HandlerFn]:
+    """Mark a method of a service class as an RPC (``Server.add_service``).
+
+    ``kind`` is a :class:`MethodKind` or its value (``"unary_stream"``...); ``name``
+    the method's name on the wire (default: the function's name).
+    """
+    kind = MethodKind(kind)
+
+    def mark(fn: HandlerFn) -> HandlerFn:
+        setattr(fn, _RPC_ATTR, (kind, name, request_deserializer, response_serializer))
+        return fn
+
+    return mark
+
+
+def _peer_string(peer: tuple[str, int] | None) -> str:
+    if peer is None:
+        return "unknown"
+    host, port = peer
+    return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+@final
+class ServicerContext(metaclass=NoPublicConstructor):
+    """What a handler knows about its call, and how it shapes the response.
+
+    Built by the server, one per RPC; see ``docs/grpc.md``.
+    """
+
+    def __init__(
+        self,
+        server: Server,
+        stream: H2Stream,
+        method: str,
+        metadata: Metadata,
+        deadline: float,
+        accept: frozenset[str],
+        response_serializer: Serializer,
+    ) -> None:
+        self._server = server  # immutable after init
+        self._stream = stream  # immutable after init
+        #: The method's path, ``/package.Service/Method``.
+        self.method = method  # immutable after init
+        #: The metadata the client sent with its request headers.
+        self.invocation_metadata = metadata  # immutable after init
+        self._deadline = deadline  # immutable after init
+        self._accept = accept  # immutable after init: the client's grpc-accept-encoding
+        self._serializer = response_serializer  # immutable after init
+        # owner: the handler task
+        self._headers_sent = False
+        self._initial: list[tuple[bytes, bytes]] = []
+        self._trailing = Metadata()
+        self._code: StatusCode | None = None
+        self._details = ""
+        self._encoding: str | None = self._pick(server.compression)
+        self._ended = False
+
+    # ------------------------------------------------------------------ call info
+
+    @property
+    def peer(self) -> str:
+        """The client's address, as grpcio writes it: ``ipv4:127.0.0.1:5000``."""
+        return _peer_string(self._stream.request.peer)
+
+    @property
+    def peer_address(self) -> tuple[str, int] | None:
+        """The client's ``(host, port)`` over TCP, else None."""
+        return self._stream.request.peer
+
+    @property
+    def request(self) -> trio_h2t.Request:
+        """The HTTP request head (``trio_h2t.Request``): authority, TLS state..."""
+        return self._stream.request
+
+    @property
+    def deadline(self) -> float | None:
+        """The call's deadline on the Trio clock (from ``grpc-timeout``), or None."""
+        return None if self._deadline == math.inf else self._deadline
+
+    def time_remaining(self) -> float | None:
+        """Seconds left before the deadline, or None if the call has none."""
+        if self._deadline == math.inf:
+            return None
+        return max(0.0, self._deadline - trio.current_time())
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the client cancelled the call (reset its stream) or the
+        connection ended under it."""
+        return self._stream.cancel_reason is not None
+
+    @property
+    def cancel_reason(self) -> trio_h2t.CancelReason | None:
+        """Why the transport cancelled this call's task (``trio_h2t.CancelReason``)."""
+        return self._stream.cancel_reason
+
+    # ------------------------------------------------------------------ response
+
+    def set_code(self, code: StatusCode | int) -> None:
+        """The status the call ends with when the handler returns."""
+        self._code = StatusCode(code)
+
+    def set_details(self, details: str) -> None:
+        """The status message the call ends with."""
+        self._details = details
+
+    def set_trailing_metadata(self, metadata: MetadataLike) -> None:
+        """Metadata sent with the status (ValueError for reserved keys)."""
+        md = Metadata(metadata)
+        metadata_to_headers(md)  # check now, in the handler, not at the end
+        self._trailing = md
+
+    def abort(
+        self, code: StatusCode | int, details: str = "", trailing_metadata: MetadataLike = ()
+    ) -> NoReturn:
+        """End the call now with ``code`` (not OK): raises RpcError, which the server
+        turns into the status."""
+        raise RpcError(code, details, trailing_metadata=trailing_metadata or self._trailing)
+
+    def set_compression(self, encoding: str | None) -> None:
+        """Compress the response messages with ``encoding`` ("gzip", "deflate"; None or
+        "identity" for none), if the client accepts it; before the first message."""
+        if self._headers_sent:
+            raise RuntimeError("set_compression() must come before the response headers")
+        self._encoding = self._pick(check_encoding(encoding))
+
+    def _pick(self, encoding: str | None) -> str | None:
+        return encoding if encoding is not None and encoding in self._accept else None
+
+    async def send_initial_metadata(self, metadata: MetadataLike = ()) -> None:
+        """Send the response headers now, with ``metadata``.
+
+        Checkpoint: always. On cancellation: the headers were not queued.
+        Raises RuntimeError if they were already sent.
+        """
+        if self._headers_sent:
+            raise RuntimeError("the initial metadata was already sent")
+        self._initial = metadata_to_headers(Metadata(metadata))
+        await self._send_headers()
+
+    async def _send_headers(self) -> None:
+        block = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+        if self._encoding is not None:
+            block.append((b"grpc-encoding", self._encoding.encode()))
+        block.append((b"grpc-accept-encoding", ACCEPT_ENCODING.encode()))
+        block.extend(self._initial)
+        await self._stream.send_headers(block)
+        self._headers_sent = True  # after: a cancelled send_headers queued nothing
+
+    async def write(self, message: Any) -> None:
+        """Send one response message (sending the headers first if needed).
+
+        Checkpoint: always. On cancellation: the message was not queued (the
+        headers may have been). Raises RpcError(RESOURCE_EXHAUSTED) if the
+        serialized message exceeds the server's ``max_send_message_size``.
+        """
+        payload = self._serializer(message)
+        limit = self._server.max_send_message_size
+        if limit is not None and len(payload) > limit:
+            raise RpcError(
+                StatusCode.RESOURCE_EXHAUSTED,
+                f"trying to send message larger than max ({len(payload)} vs. {limit})",
+            )
+        if not self._headers_sent:
+            await self._send_headers()
+        encoding = self._encoding
+        if encoding is not None:
+            payload = compress(payload, encoding)
+        await self._stream.send_data(encode_message(payload, compressed=encoding is not None))
+
+    async def _send_status(self, code: StatusCode, details: str, trailing: Metadata) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        block: list[tuple[bytes, bytes]] = [(b"grpc-status", str(int(code)).encode())]
+        if details:
+            block.append((b"grpc-message", encode_grpc_message(details).encode("ascii")))
+        try:
+            block.extend(metadata_to_headers(trailing))
+        except ValueError:
+            log.exception("trailing metadata of %s refused", self.method)
+        try:
+            if self._headers_sent:
+                await self._stream.send_trailers(block)
+            else:
+                # Trailers-only (PROTOCOL-HTTP2.md): one HEADERS frame, END_STREAM.
+                head = [
+                    (b":status", b"200"),
+                    (b"content-type", b"application/grpc"),
+                    (b"grpc-accept-encoding", ACCEPT_ENCODING.encode()),
+                ]
+                self._headers_sent = True
+                await self._stream.send_headers(head + block, end_stream=True)
+        except _TRANSPORT_ERRORS as exc:
+            log.debug("status of %s not sent: %r", self.method, exc)
+
+
+@final
+class _Requests:
+    """The request messages of one call, decoded as they arrive (an async iterator)."""
+
+    def __init__(
+        self,
+        stream: H2Stream,
+        max_size: int | None,
+        encoding: str | None,
+        deserializer: Deserializer,
+    ) -> None:
+        self._stream = stream  # immutable after init
+        self._decoder = MessageDecoder(max_size)  # owner: the handler task
+        self._max = max_size  # immutable after init
+        self._encoding = encoding  # immutable after init
+        self._deserializer = deserializer  # immutable after init
+        self._messages: deque[tuple[bool, bytes]] = deque()  # owner: the handler task
+        self._ended = False  # owner: the handler task
+
+    def __aiter__(self) -> _Requests:
+        return self
+
+    async def __anext__(self) -> Any:
+        payload = await self.next_payload()
+        if payload is None:
+            raise StopAsyncIteration
+        return self._deserialize(payload)
+
+    def _deserialize(self, payload: bytes) -> Any:
+        try:
+            return self._deserializer(payload)
+        except Exception as exc:
+            raise RpcError(
+                StatusCode.INTERNAL, f"failed to deserialize the request: {type(exc).__name__}"
+            ) from exc
+
+    async def next_payload(self) -> bytes | None:
+        """The next request message's bytes, or None once the client half-closed.
+
+        Checkpoint: always (once, without waiting, when a message is buffered).
+        """
+        if not self._messages:
+            while not self._messages:
+                if self._ended:
+                    await trio.lowlevel.checkpoint()
+                    return None
+                await self._read()
+        else:
+            await trio.lowlevel.checkpoint()
+        compressed, payload = self._messages.popleft()
+        if compressed:
+            if self._encoding is None:
+                raise RpcError(StatusCode.INTERNAL, "compressed message without a grpc-encoding")
+            payload = decompress(payload, self._encoding, self._max)
+        return payload
+
+    async def _read(self) -> None:
+        chunk = await self._stream.receive_some()
+        if chunk:
+            self._messages.extend(self._decoder.feed(chunk))
+        elif self._decoder.pending:
+            raise RpcError(StatusCode.INTERNAL, "the request ended inside a message")
+        else:
+            self._ended = True
+
+    async def single(self) -> Any:
+        """The one request of a unary-request call (INTERNAL for none or several)."""
+        payload = await self.next_payload()
+        if payload is None:
+            raise RpcError(StatusCode.INTERNAL, "the client sent no request message")
+        if await self.next_payload() is not None:
+            raise RpcError(StatusCode.INTERNAL, "the client sent more than one request message")
+        return self._deserialize(payload)
+
+
+_GRPC_CT = b"application/grpc"
+
+
+def _is_grpc_content_type(value: bytes | None) -> bool:
+    # PROTOCOL-HTTP2.md: "application/grpc" [("+proto" / "+json" / {custom})]
+    return value is not None and (
+        value == _GRPC_CT or value.startswith((_GRPC_CT + b"+", _GRPC_CT + b";"))
+    )
+
+
+@final
+class Server:
+    """A gRPC server: a registry of methods, and a trio_h2t handler that runs them.
+
+    ``Server(handlers)`` takes generic handlers (:class:`GenericHandler`, e.g. from
+    :func:`method_handlers_generic_handler`), mappings ``{path: MethodHandler}`` and
+    service objects (see :meth:`add_service`). Options (keyword-only):
+    ``max_receive_message_size`` (default 4 MiB; None: no limit),
+    ``max_send_message_size`` (default None), ``compression`` (the response
+    compression when the client accepts it; None).
+
+    Serve it with any trio_h2t server: ``trio_h2t.open_server(server, port)``.
+    """
+
+    def __init__(
+        self,
+        handlers: Iterable[GenericHandler | Mapping[str, MethodHandler] | object] = (),
+        *,
+        max_receive_message_size: int | None = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
+        max_send_message_size: int | None = None,
+        compression: str | None = None,
+    ) -> None:
+        self.max_receive_message_size = max_receive_message_size  # immutable after init
+        self.max_send_message_size = max_send_message_size  # immutable after init
+        self.compression = check_encoding(compression)  # immutable after init
+        # owner: set-up code (add_*), before serving; read by every RPC task
+        self._generic: list[GenericHandler] = []
+        self._methods: dict[str, MethodHandler] = {}
+        for handler in handlers:
+            if isinstance(handler, GenericHandler):
+                self.add_generic_handler(handler)
+            elif isinstance(handler, Mapping):
+                self._methods.update(handler)
+            else:
+                self.add_service(handler)
+
+    def add_generic_handler(self, handler: GenericHandler) -> None:
+        """Ask ``handler.service(path)`` for methods not registered by path."""
+        self._generic.append(handler)
+
+    def add_method(self, path: str, handler: MethodHandler) -> None:
+        """Register ``handler`` for ``path`` (``/package.Service/Method``)."""
+        self._methods[path] = handler
+
+    def add_service(self, service: object, name: str | None = None) -> None:
+        """Register the :func:`rpc`-marked methods of ``service`` (an instance) under
+        ``name`` (default: its ``SERVICE_NAME`` attribute, ``package.Service``)."""
+        name = name or getattr(service, "SERVICE_NAME", None)
+        if not isinstance(name, str):
+            raise TypeError(f"{service!r} has no SERVICE_NAME; pass name='package.Service'")
+        found = False
+        for attr in dir(type(service)):
+            fn = getattr(type(service), attr, None)
+            spec = getattr(fn, _RPC_ATTR, None)
+            if spec is None:
+                continue
+            kind, wire_name, deser, ser = spec
+            self._methods[f"/{name}/{wire_name or attr}"] = MethodHandler(
+                kind,
+                getattr(service, attr),
+                deser or identity_deserializer,
+                ser or identity_serializer,
+            )
+            found = True
+        if not found:
+            raise ValueError(f"{service!r} has no method marked with @rpc")
+
+    def lookup(self, path: str) -> MethodHandler | None:
+        """The handler for ``path``, or None."""
+        found = self._methods.get(path)
+        if found is not None:
+            return found
+        for generic in self._generic:
+            found = generic.service(path)
+            if found is not None:
+                return found
+        return None
+
+    async def __call__(self, stream: H2Stream) -> None:
+        """Serve one RPC on ``stream`` (the trio_h2t handler).
+
+        Checkpoint: always. On cancellation: (the client reset the stream, or the
+        connection ended) the handler is cancelled and nothing more is sent.
+        """
+        request = stream.request
+        headers = request.headers
+        if request.method != "POST":
+            await _early_abort(
+                stream, b"405", StatusCode.INTERNAL, f"method {request.method} is not POST"
+            )
+            return
+        content_type = headers.get(b"content-type")
+        if not _is_grpc_content_type(content_type):
+            await _early_abort(
+                stream,
+                b"415",
+                StatusCode.INVALID_ARGUMENT,
+                f"invalid gRPC request content-type {content_type!r}",
+            )
+            return
+        path = request.path
+        method = self.lookup(path)
+        serializer = method.response_serializer if method else identity_serializer
+        accept = frozenset(
+            e.strip() for e in headers.get("grpc-accept-encoding", "").split(",") if e.strip()
+        )
+        try:
+            metadata = metadata_from_headers(request.raw_headers)
+        except ValueError as exc:
+            await _early_abort(stream, b"200", StatusCode.INTERNAL, str(exc))
+            return
+        deadline = math.inf
+        timeout = headers.get(b"grpc-timeout")
+        if timeout is not None:
+            try:
+                deadline = trio.current_time() + parse_timeout(timeout)
+            except ValueError as exc:
+                await _early_abort(stream, b"200", StatusCode.INTERNAL, str(exc))
+                return
+        context = ServicerContext._create(
+            self, stream, path, metadata, deadline, accept, serializer
+        )
+        if method is None:
+            service = path.rsplit("/", 1)[0].lstrip("/")
+            paths = [*self._methods]
+            for generic in self._generic:
+                paths.extend(getattr(generic, "_methods", ()))
+            known = any(p.startswith(f"/{service}/") for p in paths)
+            what = (
+                f"unknown method {path.rsplit('/', 1)[-1]} for service {service}"
+                if known
+                else (f"unknown service {service}")
+            )
+            await context._send_status(StatusCode.UNIMPLEMENTED, what, Metadata())
+            return
+        encoding = headers.get("grpc-encoding")
+        if encoding is not None and encoding != "identity" and encoding not in SUPPORTED_ENCODINGS:
+            await context._send_status(
+                StatusCode.UNIMPLEMENTED, f"grpc-encoding {encoding!r} is not supported", Metadata()
+            )
+            return
+        requests = _Requests(
+            stream,
+            self.max_receive_message_size,
+            None if encoding in (None, "identity") else encoding,
+            method.request_deserializer,
+        )
+        code, details, trailing = StatusCode.OK, "", Metadata()
+        with trio.CancelScope(deadline=deadline) as scope:
+            try:
+                await _dispatch(method, requests, context)
+            except Exception as raw:
+                err = _unwrap(raw)
+                if isinstance(err, RpcError):
+                    code, details, trailing = err.code, err.details, err.trailing_metadata
+                elif isinstance(err, _TRANSPORT_ERRORS) and stream.cancel_reason is not None:
+                    raise  # the stream is gone: nothing to answer
+                else:
+                    log.exception("handler for %s raised", path)
+                    code = StatusCode.UNKNOWN
+                    details = f"Exception calling application: {type(err).__name__}"
+        if scope.cancelled_caught:
+            code, details, trailing = StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", Metadata()
+        elif code == StatusCode.OK:
+            code = context._code if context._code is not None else StatusCode.OK
+            details = context._details
+            trailing = context._trailing
+        elif not trailing:
+            trailing = context._trailing
+        await context._send_status(code, details, trailing)
+
+
+async def _early_abort(stream: H2Stream, http: bytes, code: StatusCode, details: str) -> None:
+    """Refuse a request before any handler runs: one HEADERS frame, END_STREAM."""
+    await stream.send_headers(
+        [
+            (b":status", http),
+            (b"content-type", b"application/grpc"),
+            (b"grpc-status", str(int(code)).encode()),
+            (b"grpc-message", encode_grpc_message(details).encode("ascii")),
+        ],
+        end_stream=True,
+    )
+
+
+async def _dispatch(method: MethodHandler, requests: _Requests, context: ServicerContext) -> None:
+    kind = method.kind
+    fn = method.handler
+    arg: Any = await requests.single() if not kind.request_streaming else requests
+    if not kind.response_streaming:
+        response = await fn(arg, context)
+        if context._code in (None, StatusCode.OK):
+            await context.write(response)
+        return
+    # A streaming response: an async generator's yields, or what the coroutine
+    # passes to context.write (an async iterator returned by a plain function too).
+    result = fn(arg, context)
+    if inspect.isawaitable(result):
+        result = await result
+    if result is None:
+        return
+    if not hasattr(result, "__anext__"):
+        raise TypeError(f"a streaming handler returned {type(result).__name__}, not None")
+    if inspect.isasyncgen(result):
+        async with aclosing(result) as responses:
+            async for response in responses:
+                await context.write(response)
+        return
+    iterator: AsyncIterator[Any] = result
+    async for response in iterator:
+        await context.write(response)
