@@ -195,9 +195,11 @@ class Loopy:
         # True if send_all was interrupted (cancelled, or cut by cut_write): the wire
         # may end mid-frame.
         self._write_cut = False
-        # The scope of the send_all in progress, or None; cut_write (another task,
-        # through ConnectionCore.fail) cancels it.
+        # cut_write (another task, through ConnectionCore.fail) cancels _write_scope
+        # while _writing: loopy's whole run, or its final write. One scope per run,
+        # not one per send_all: the flag is what a write costs.
         self._write_scope: trio.CancelScope | None = None
+        self._writing = False  # inside send_all
 
     def statistics(self) -> LoopyStatistics:
         return LoopyStatistics(
@@ -219,55 +221,61 @@ class Loopy:
         """
         cbuf = self._cbuf
         exit_error: BaseException | None = None
-        try:
-            while True:
-                # 1. Block only when there is nothing at all to do.
-                self._handle(await cbuf.get())
-                self._process_data()
-                yielded = False
-                # 2. Drain without blocking.
+        with trio.CancelScope() as run_scope:
+            self._write_scope = run_scope
+            try:
                 while True:
-                    try:
-                        item = cbuf.get_nowait()
-                    except trio.WouldBlock:
-                        if self._process_data():
-                            if self._pending() >= self._write_buffer_size:
-                                await self._flush()
-                            continue
-                        pending = self._pending()
-                        if pending == 0:
-                            break
-                        # 3. Yield once if the batch is small, then flush.
-                        if not yielded and pending < self._min_batch:
-                            yielded = True
-                            self._yields += 1
-                            await trio.lowlevel.checkpoint()
-                            continue
-                        await self._flush()
-                        break
-                    self._handle(item)
+                    # 1. Block only when there is nothing at all to do.
+                    self._handle(await cbuf.get())
                     self._process_data()
-                    if self._pending() >= self._write_buffer_size:
-                        await self._flush()
-        except _Stop:
-            await self._final_write()
-        except ConnectionClosingError as exc:  # the buffer was finished: the end
-            exit_error = exc
-            await self._final_write()
-            raise
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            self.io_failed = True
-            exit_error = exc
-            raise
-        except BaseException as exc:
-            exit_error = exc
-            await self._final_write()
-            raise
-        finally:
-            self._drop_all_output()
-            # Finish (if nobody has) before discarding, or the batch is never orphaned.
-            error = self._core.error or exit_error or ConnectionClosingError("connection closed")
-            self._cbuf.close_consumer(error)
+                    yielded = False
+                    # 2. Drain without blocking.
+                    while True:
+                        try:
+                            item = cbuf.get_nowait()
+                        except trio.WouldBlock:
+                            if self._process_data():
+                                if self._pending() >= self._write_buffer_size:
+                                    await self._flush()
+                                continue
+                            pending = self._pending()
+                            if pending == 0:
+                                break
+                            # 3. Yield once if the batch is small, then flush.
+                            if not yielded and pending < self._min_batch:
+                                yielded = True
+                                self._yields += 1
+                                await trio.lowlevel.checkpoint()
+                                continue
+                            await self._flush()
+                            break
+                        self._handle(item)
+                        self._process_data()
+                        if self._pending() >= self._write_buffer_size:
+                            await self._flush()
+            except _Stop:
+                await self._final_write()
+            except ConnectionClosingError as exc:  # the buffer was finished: the end
+                exit_error = exc
+                await self._final_write()
+                raise
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self.io_failed = True
+                exit_error = exc
+                raise
+            except BaseException as exc:
+                exit_error = exc
+                await self._final_write()
+                raise
+            finally:
+                self._drop_all_output()
+                # Finish (if nobody has) before discarding, or the batch is never orphaned.
+                error = (
+                    self._core.error or exit_error or ConnectionClosingError("connection closed")
+                )
+                self._cbuf.close_consumer(error)
+        if run_scope.cancelled_caught:  # cut_write: the connection was failed meanwhile
+            raise self._core.closing_error()
 
     async def _final_write(self) -> None:
         """Loopy's last write: what is framed, then the GOAWAY still owed, if any.
@@ -293,6 +301,7 @@ class Loopy:
                 self._write_goaway(GoAway(code))
         with trio.move_on_after(FINAL_WRITE_TIMEOUT) as scope:
             scope.shield = True
+            self._write_scope = scope
             with contextlib.suppress(
                 trio.BrokenResourceError, trio.ClosedResourceError, ConnectionClosingError
             ):
@@ -319,7 +328,7 @@ class Loopy:
         may end mid-frame). Loopy then exits, releasing what it holds.
         """
         scope = self._write_scope
-        if scope is not None:
+        if self._writing and scope is not None:
             scope.cancel()
 
     async def _flush(self, *, final: bool = False) -> None:
@@ -339,20 +348,17 @@ class Loopy:
             return
         self._send_alls += 1
         self._bytes += len(data)
-        with trio.CancelScope() as scope:
-            self._write_scope = scope
-            try:
-                await self._transport.send_all(data)
-            except Exception:  # resource errors, or a broken Stream wrapper's own
-                self.io_failed = True
-                raise
-            except BaseException:  # cancelled inside send_all: part may have gone out
-                self._write_cut = True
-                raise
-            finally:
-                self._write_scope = None
-        if scope.cancelled_caught:  # cut_write: the connection was failed meanwhile
-            raise self._core.closing_error()
+        self._writing = True
+        try:
+            await self._transport.send_all(data)
+        except Exception:  # resource errors, or a broken Stream wrapper's own
+            self.io_failed = True
+            raise
+        except BaseException:  # cancelled (or cut) inside send_all: part may have gone out
+            self._write_cut = True
+            raise
+        finally:
+            self._writing = False
 
     # ------------------------------------------------------------------ items
 
