@@ -72,7 +72,11 @@ Checked at every quiescent point (``_check``):
   every stream is closed and all its write quota is back, orphaned items included.
 
 At the end (``teardown``) every stream is put on autopilot (finish sending, read to
-the end); each stream that no action disturbed must then be complete on both sides.
+the end); each stream that no action disturbed must then be complete on both sides
+(but after the client's graceful close, a handler still running when the client
+hangs up, its own streams complete, is cancelled by the connection's end, as
+docs/cancellation.md says, even if it had not yet read the end of a request that
+arrived whole: ``_cut_by_client_hangup``).
 The client leaves its ``open_client_connection`` block and the whole world must
 finish under ``trio.fail_after`` on the mock clock, without spending any virtual time
 if nothing was left open: no task hangs or leaks, every stream is closed and
@@ -96,6 +100,7 @@ import functools
 import math
 import random
 import traceback
+import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -107,7 +112,7 @@ import pytest
 import trio
 import trio.testing
 from h2.errors import ErrorCodes
-from hypothesis import settings, strategies as st
+from hypothesis import Phase, settings, strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -457,8 +462,10 @@ class ConnectionMachine(RuleBasedStateMachine):
         self.conn_disturbed = False  # any close, graceful or not
         self.hard_disturbed = False  # abrupt close, or a grace period that may have run out
         self.graceful_started = False
+        self.client_closed = False  # the client's graceful close (aclose) started
         # Filled in by the world.
         self.token: trio.lowlevel.TrioToken | None = None
+        self.guest: Any = None  # Trio's GuestState of this example's run
         self.top: trio.Nursery | None = None
         self.conn: ClientConnection | None = None
         self.cn: trio.Nursery | None = None  # the client's stream-task nursery
@@ -868,6 +875,9 @@ class ConnectionMachine(RuleBasedStateMachine):
             clock=trio.testing.MockClock(autojump_threshold=0),
         )
         self.started = True
+        # start_guest_run queues its first tick, a GuestState's bound method: kept
+        # so that _shutdown can end a run that does not finish.
+        self.guest = getattr(self.host.queue[0], "__self__", None)
         try:
             self.host.pump(lambda: self.token is not None)
             self._inject(lambda: None, until=lambda: self.ready and self.score is not None)
@@ -1048,7 +1058,7 @@ class ConnectionMachine(RuleBasedStateMachine):
         if not go or self.host.result is not None:
             return self._act()
         if who == CLIENT and self._client_alive():
-            self.conn_disturbed = self.graceful_started = True
+            self.conn_disturbed = self.graceful_started = self.client_closed = True
             if self.ccfg.graceful_close_timeout == 0:
                 self.hard_disturbed = True  # no grace at all
             assert self.conn is not None
@@ -1349,6 +1359,8 @@ class ConnectionMachine(RuleBasedStateMachine):
                 for side in (model.c, model.s):
                     if self._handler_cut_short(side) or self._response_tail_lost(side):
                         continue
+                    if self._cut_by_client_hangup(side):
+                        continue
                     if side.who == SERVER and self._cut_by_client_exit(model):
                         continue
                     assert side.complete, f"{side!r} did not complete"
@@ -1412,6 +1424,29 @@ class ConnectionMachine(RuleBasedStateMachine):
             and stream._closed
             and stream._recv_ended
             and (core.error is not None or core.cbuf.finished)
+        )
+
+    def _cut_by_client_hangup(self, side: Side) -> bool:
+        """Documented, not a bug: a client's graceful close hangs up once its own
+        streams are complete, and the connection's end cancels the handlers still
+        running (docs/cancellation.md), also one whose stream is over at the protocol
+        level but that had not yet read the end of its (fully arrived) request. True
+        if ``side`` is such a handler: it answered, the whole request arrived, the
+        client's side completed, and the server's connection has ended."""
+        model = self.streams[side.idx]
+        stream, core = side.stream, self.score
+        return (
+            self.client_closed
+            and side.who == SERVER
+            and model.c.complete
+            and stream is not None
+            and core is not None
+            and side.done
+            and not side.errors
+            and side.end_sent
+            and stream._closed
+            and stream._recv_ended
+            and core.error is not None
         )
 
     def _response_tail_lost(self, side: Side) -> bool:
@@ -1494,12 +1529,36 @@ class ConnectionMachine(RuleBasedStateMachine):
             assert not core.loopy._active, f"{who}: loopy still has active streams"
 
     def _shutdown(self) -> None:
-        """Make sure the guest run is over, whatever happened (the next example needs it)."""
-        if self.host.result is not None:
+        """Make sure the guest run is over, whatever happened: an open guest run would
+        make every later ``trio.run`` in the process fail ("from inside a run()").
+
+        Cancel everything and pump to the end; if that fails (no token yet, a world
+        stuck or livelocked), abandon the guest run (close Trio's run generator, which
+        ends the run's global state) and report the failure.
+        """
+        if not self.started or self.host.result is not None:
             return
-        top = self.top
-        if top is not None:
-            self._inject(top.cancel_scope.cancel, until=lambda: False)
+        try:
+            top = self.top
+            if top is not None:
+                self._inject(top.cancel_scope.cancel, until=lambda: False)
+            self.host.pump(lambda: False)  # returns once the run is over
+        finally:
+            if self.host.result is None:
+                self._abandon()
+
+    def _abandon(self) -> None:
+        """End a guest run that did not finish: close its run generator (Trio's
+        ``GuestState.unrolled_run_gen``; its ``finally`` clears the run context)."""
+        guest = self.guest
+        if guest is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # "abandoned" warning
+                guest.unrolled_run_gen.close()
+        self.host.result = outcome.Error(AssertionError("guest run abandoned"))
+        self.host.queue.clear()
+        if trio.lowlevel.in_trio_run():  # pragma: no cover - Trio changed its internals
+            raise AssertionError("the guest run could not be ended")
 
 
 def _settings() -> settings:
@@ -1515,6 +1574,38 @@ def _settings() -> settings:
 def test_connection_stateful() -> None:
     """Random streams, data, resets, cancellations and closes keep every invariant."""
     run_state_machine_as_test(ConnectionMachine, settings=_settings())
+
+
+class _RaisingRule(ConnectionMachine):
+    """The machine with a rule that raises once the world is running."""
+
+    @rule()
+    def boom(self) -> None:
+        raise ValueError("boom in a rule")
+
+
+class _RaisingTeardown(ConnectionMachine):
+    """The machine whose final phase raises."""
+
+    def _final_phase(self) -> None:
+        raise ValueError("boom in teardown")
+
+
+@pytest.mark.parametrize("machine", [_RaisingRule, _RaisingTeardown])
+def test_a_failing_machine_leaves_no_trio_run_open(machine: type[ConnectionMachine]) -> None:
+    """A machine that raises in a rule or in teardown still ends its Trio run, so a
+    later ``trio.run`` in the same process works (no "run() from inside a run()")."""
+    quick = settings(
+        max_examples=2,
+        stateful_step_count=3,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+    )
+    with pytest.raises(ValueError, match="boom"):
+        run_state_machine_as_test(machine, settings=quick)
+    assert not trio.lowlevel.in_trio_run()
+    assert trio.run(trio.sleep, 0) is None
 
 
 # ---------------------------------------------------------------------- known bugs

@@ -9,10 +9,16 @@ import h2.events
 import pytest
 import trio
 import trio.testing
-from helpers import REQUEST, ScriptedPeer, clogged_pair, open_peer_server
+from helpers import REQUEST, ScriptedPeer, clogged_pair, h2t_tasks, open_peer_server
 from hyperframe.frame import Frame, GoAwayFrame, HeadersFrame, RstStreamFrame
 
-from trio_h2t import H2Stream, open_client_connection, serve_connection
+from trio_h2t import (
+    H2Stream,
+    ServerConnection,
+    TransportConfig,
+    open_client_connection,
+    serve_connection,
+)
 
 
 def _last(frames: list[Frame]) -> list[tuple[str, int, int]]:
@@ -120,3 +126,41 @@ async def test_hard_close_is_bounded_when_the_peer_does_not_read(
             nursery.start_soon(handshake_then_stop_reading)
             with pytest.raises(ValueError, match="leave"):
                 await client()
+
+
+async def test_graceful_close_out_of_time_ends_a_connection_whose_peer_stopped_reading(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A peer that stops reading (and never hangs up) cannot hold a server connection
+    whose graceful close ran out of time: serve_connection returns, loopy's write is
+    cut off and the handler's write quota comes back (found by the stateful machine)."""
+    config = TransportConfig(write_quota=1)
+    ours, theirs = clogged_pair()
+    peer = ScriptedPeer(theirs, client_side=True)
+    sent = trio.Event()
+    streams: list[H2Stream] = []
+    returned: list[str] = []
+
+    async def handler(stream: H2Stream) -> None:
+        streams.append(stream)
+        await stream.send_headers([(b":status", b"200")])
+        await stream.send_data(b"x" * 100_000, end_stream=True)  # more than the window
+        sent.set()
+
+    async def serve(task_status: trio.TaskStatus[ServerConnection]) -> None:
+        await serve_connection(ours, handler, config=config, task_status=task_status)
+        returned.append("serve_connection")
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            conn: ServerConnection = await nursery.start(serve)
+            await peer.handshake()
+            peer.h2.send_headers(1, REQUEST, end_stream=True)
+            await peer.flush()
+            await sent.wait()  # the peer reads no more: loopy blocks in send_all
+            await conn.aclose(grace=0)
+            await trio.testing.wait_all_tasks_blocked()
+            assert returned == ["serve_connection"]
+            assert h2t_tasks() == []
+            assert streams[0]._write_quota == config.write_quota
+            await peer.transport.aclose()

@@ -360,7 +360,9 @@ class ConnectionCore:
 
         Every open stream fails with a ConnectionLostError / ConnectionClosingError
         caused by ``error``; with ``finish`` the control buffer is finished too, so
-        queued stream starts are orphaned and nothing more is written. (The reader
+        queued stream starts are orphaned, a write loopy has in progress is cut off
+        (``Loopy.cut_write``), and nothing more is written but loopy's last write
+        (bounded; skipped after a cut). (The reader
         passes ``finish=False`` after a protocol error so loopy can still flush h2's
         GOAWAY; loopy finishes the buffer, and sets ``done``, on its way out.)
         """
@@ -397,6 +399,9 @@ class ConnectionCore:
         self.settings_received.set()
         if finish:
             self.cbuf.finish(error)
+            # A write in progress would hold the end on a peer that does not read:
+            # cut it (loopy then exits, releasing its output; docs/cancellation.md).
+            self.loopy.cut_write()
             # Without finish, loopy is still to flush the GOAWAY: ``done`` waits for
             # it (run_loopy sets it), or whoever waits on ``done`` would tear the
             # connection down before the GOAWAY is written.

@@ -54,7 +54,10 @@ stream id is the highest the peer opened). That write is shielded from cancellat
 and bounded by ``FINAL_WRITE_TIMEOUT``, so a cancelled connection still says GOAWAY
 and a peer that does not read cannot hold the close. Then loopy always finishes the
 control buffer and orphans its batch (``docs/cancellation.md``, "How a connection
-ends").
+ends"). When the connection fails while loopy is inside ``send_all``
+(``ConnectionCore.fail``), that write is cut off (``cut_write``: the same as a
+cancellation inside ``send_all``), and after the buffer is finished loopy makes no
+write but its last one, so the end never waits on a peer that stopped reading.
 """
 
 from __future__ import annotations
@@ -189,8 +192,14 @@ class Loopy:
         self._bytes = 0
         self._yields = 0
         self.io_failed = False  # True if send_all raised
-        # True if send_all was interrupted (cancelled): the wire may end mid-frame.
+        # True if send_all was interrupted (cancelled, or cut by cut_write): the wire
+        # may end mid-frame.
         self._write_cut = False
+        # cut_write (another task, through ConnectionCore.fail) cancels _write_scope
+        # while _writing: loopy's whole run, or its final write. One scope per run,
+        # not one per send_all: the flag is what a write costs.
+        self._write_scope: trio.CancelScope | None = None
+        self._writing = False  # inside send_all
 
     def statistics(self) -> LoopyStatistics:
         return LoopyStatistics(
@@ -212,62 +221,76 @@ class Loopy:
         """
         cbuf = self._cbuf
         exit_error: BaseException | None = None
-        try:
-            while True:
-                # 1. Block only when there is nothing at all to do.
-                self._handle(await cbuf.get())
-                self._process_data()
-                yielded = False
-                # 2. Drain without blocking.
+        with trio.CancelScope() as run_scope:
+            self._write_scope = run_scope
+            try:
                 while True:
-                    try:
-                        item = cbuf.get_nowait()
-                    except trio.WouldBlock:
-                        if self._process_data():
-                            if self._pending() >= self._write_buffer_size:
-                                await self._flush()
-                            continue
-                        pending = self._pending()
-                        if pending == 0:
-                            break
-                        # 3. Yield once if the batch is small, then flush.
-                        if not yielded and pending < self._min_batch:
-                            yielded = True
-                            self._yields += 1
-                            await trio.lowlevel.checkpoint()
-                            continue
-                        await self._flush()
-                        break
-                    self._handle(item)
+                    # 1. Block only when there is nothing at all to do.
+                    self._handle(await cbuf.get())
                     self._process_data()
-                    if self._pending() >= self._write_buffer_size:
-                        await self._flush()
-        except _Stop:
-            await self._final_write()
-        except ConnectionClosingError as exc:  # the buffer was finished: the end
-            exit_error = exc
-            await self._final_write()
-            raise
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            self.io_failed = True
-            exit_error = exc
-            raise
-        except BaseException as exc:
-            exit_error = exc
-            await self._final_write()
-            raise
-        finally:
-            self._drop_all_output()
-            # Finish (if nobody has) before discarding, or the batch is never orphaned.
-            error = self._core.error or exit_error or ConnectionClosingError("connection closed")
-            self._cbuf.close_consumer(error)
+                    yielded = False
+                    # 2. Drain without blocking.
+                    while True:
+                        try:
+                            item = cbuf.get_nowait()
+                        except trio.WouldBlock:
+                            if self._process_data():
+                                if self._pending() >= self._write_buffer_size:
+                                    await self._flush()
+                                continue
+                            pending = self._pending()
+                            if pending == 0:
+                                break
+                            # 3. Yield once if the batch is small, then flush.
+                            if not yielded and pending < self._min_batch:
+                                yielded = True
+                                self._yields += 1
+                                await trio.lowlevel.checkpoint()
+                                continue
+                            await self._flush()
+                            break
+                        self._handle(item)
+                        self._process_data()
+                        if self._pending() >= self._write_buffer_size:
+                            await self._flush()
+            except _Stop:
+                await self._final_write()
+            except ConnectionClosingError as exc:  # the buffer was finished: the end
+                exit_error = exc
+                await self._final_write()
+                raise
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self.io_failed = True
+                exit_error = exc
+                raise
+            except BaseException as exc:
+                exit_error = exc
+                await self._final_write()
+                raise
+            finally:
+                self._drop_all_output()
+                # Finish (if nobody has) before discarding, or the batch is never orphaned.
+                error = (
+                    self._core.error or exit_error or ConnectionClosingError("connection closed")
+                )
+                self._cbuf.close_consumer(error)
+        if run_scope.cancelled_caught:  # cut_write: the connection was failed meanwhile
+            raise self._core.closing_error()
 
     async def _final_write(self) -> None:
         """Loopy's last write: what is framed, then the GOAWAY still owed, if any.
 
-        Skipped after a failed or interrupted write. Shielded, and bounded by
-        ``FINAL_WRITE_TIMEOUT``; I/O errors are swallowed (the connection is ending).
+        Once the connection has failed (the buffer is finished: every stream has
+        failed), the queued output is released first, so that its write quota is back
+        before a write that may wait on a slow peer. (Before that, e.g. after
+        CloseConnection, a producer woken by returned quota could still queue, so the
+        output is released on the way out, as the buffer is finished.) Skipped after
+        a failed or interrupted write. Shielded, bounded by ``FINAL_WRITE_TIMEOUT``,
+        and cut short by :meth:`cut_write`; I/O errors are swallowed.
         """
+        if self._cbuf.finished:
+            self._drop_all_output()
+            self._cbuf.discard_batch()
         if self.io_failed or self._write_cut:
             return
         h2 = self._h2
@@ -278,8 +301,11 @@ class Loopy:
                 self._write_goaway(GoAway(code))
         with trio.move_on_after(FINAL_WRITE_TIMEOUT) as scope:
             scope.shield = True
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await self._flush()
+            self._write_scope = scope
+            with contextlib.suppress(
+                trio.BrokenResourceError, trio.ClosedResourceError, ConnectionClosingError
+            ):
+                await self._flush(final=True)
 
     # ------------------------------------------------------------------ writing
 
@@ -288,7 +314,27 @@ class Loopy:
             return self._h2.pending_bytes() + sum(len(c) for c in self._chunks)
         return self._h2.pending_bytes()
 
-    async def _flush(self) -> None:
+    @property
+    def write_cut(self) -> bool:
+        """True if a write was interrupted (cancelled or cut): the wire may end mid-frame."""
+        return self._write_cut
+
+    def cut_write(self) -> None:
+        """The connection was failed (``ConnectionCore.fail``): cancel the write in
+        progress, if any, final write included. Synchronous; called by other tasks.
+
+        The connection's end must not wait on a peer that does not read: its streams
+        have failed already, and a write cut off leaves nothing more to write (the wire
+        may end mid-frame). Loopy then exits, releasing what it holds.
+        """
+        scope = self._write_scope
+        if self._writing and scope is not None:
+            scope.cancel()
+
+    async def _flush(self, *, final: bool = False) -> None:
+        if not final and self._cbuf.finished:
+            # The connection was failed: only the final write (bounded) is left.
+            raise self._core.closing_error()
         chunks = self._chunks
         tail = self._h2.data_to_send()
         if chunks:
@@ -302,14 +348,17 @@ class Loopy:
             return
         self._send_alls += 1
         self._bytes += len(data)
+        self._writing = True
         try:
             await self._transport.send_all(data)
         except Exception:  # resource errors, or a broken Stream wrapper's own
             self.io_failed = True
             raise
-        except BaseException:  # cancelled inside send_all: part may have gone out
+        except BaseException:  # cancelled (or cut) inside send_all: part may have gone out
             self._write_cut = True
             raise
+        finally:
+            self._writing = False
 
     # ------------------------------------------------------------------ items
 

@@ -412,7 +412,8 @@ async def _serve(
             if core.error is None:
                 core.fail(trio.ClosedResourceError("the connection was closed"))
             nursery.cancel_scope.cancel()
-        if core.closing and not core.eof_seen and not core.loopy.io_failed:
+        loopy = core.loopy
+        if core.closing and not core.eof_seen and not (loopy.io_failed or loopy.write_cut):
             await _linger(transport)
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
         log.debug("connection ended: %r", exc)
