@@ -485,7 +485,7 @@ def test_grpc_codec_compares_reuse_on_and_off(tmp_path: Path) -> None:
 
 def test_decoder_with_reuse_asks_for_fewer_bytes() -> None:
     """What grpc_codec.py measures, on the decoder alone: an 8 KiB message fed whole is
-    copied once instead of three times; a 64 KiB one in 16 KiB pieces reuses its buffer."""
+    copied once by either decoder; a 64 KiB one in 16 KiB pieces reuses its buffer."""
     from benchmarks.allochook import alloc_counter
     from trio_h2t import grpc
 
@@ -506,10 +506,7 @@ def test_decoder_with_reuse_asks_for_fewer_bytes() -> None:
         assert counted is not None
         return counted[1] / 50
 
-    assert (
-        bytes_asked(8192, 1 << 20, True)
-        < 1.2 * 8192
-        < 2.5 * 8192
-        < bytes_asked(8192, 1 << 20, False)
-    )
+    # A chunk that is exactly one message is sliced out once by both decoders.
+    assert bytes_asked(8192, 1 << 20, True) < 1.2 * 8192
+    assert bytes_asked(8192, 1 << 20, False) < 1.2 * 8192
     assert bytes_asked(65536, 16384, True) < 1.2 * 65536 < bytes_asked(65536, 16384, False)
