@@ -23,6 +23,7 @@ class Echo:
         self.events: list[str] = []
         self.changed = trio.Event()
         self.cancel_reasons: list[object] = []
+        self.peers: set[str] = set()  # the client address of each Peer call
 
     def _event(self, what: str) -> None:
         self.events.append(what)
@@ -69,6 +70,20 @@ class Echo:
     @grpc.rpc()
     async def Compressed(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         context.set_compression("gzip")
+        return request
+
+    @grpc.rpc()
+    async def Deflated(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        context.set_compression("deflate")
+        return request
+
+    @grpc.rpc()
+    async def Big(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        return b"x" * int(request)
+
+    @grpc.rpc()
+    async def Peer(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        self.peers.add(context.peer)
         return request
 
     @grpc.rpc()
