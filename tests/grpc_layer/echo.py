@@ -48,10 +48,10 @@ class Echo:
     @grpc.rpc()
     async def Status(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         spec = json.loads(request)
-        trailing = []
-        if spec.get("details_bin") is not None:
-            trailing.append(("grpc-status-details-bin", bytes.fromhex(spec["details_bin"])))
-        raise grpc.RpcError(spec["code"], spec["details"], trailing_metadata=trailing)
+        found = spec.get("details_bin")
+        # status_details alone: the server sends it as grpc-status-details-bin.
+        status_details = None if found is None else bytes.fromhex(found)
+        raise grpc.RpcError(spec["code"], spec["details"], status_details=status_details)
 
     @grpc.rpc()
     async def Deadline(self, request: bytes, context: grpc.ServicerContext) -> bytes:
