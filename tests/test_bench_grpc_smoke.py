@@ -8,12 +8,16 @@ OK, every response the preset's size, the server's CPU read), never how fast.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from benchmarks.peers import grpc_peers
+
+PURERPC_VENV = Path(__file__).resolve().parents[1] / "scripts" / "purerpc-venv.sh"
 
 
 @pytest.fixture(scope="module")
@@ -58,3 +62,40 @@ def test_presets_are_the_issue_workloads() -> None:
     assert (p["peers100"].concurrency, p["peers100"].size) == (100, 100)
     assert (p["w4"].kind, p["w4"].concurrency, p["w4"].size) == ("unary", 8, 1 << 20)
     assert (p["c1000"].kind, p["c1000"].concurrency) == ("unary", 1000)
+
+
+def _purerpc_venv(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHON": sys.executable}
+    return subprocess.run(
+        ["bash", str(PURERPC_VENV), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        check=False,
+    )
+
+
+def test_purerpc_venv_script_help_names_the_pinned_versions() -> None:
+    """scripts/purerpc-venv.sh --help says what it installs and what it prints."""
+    result = _purerpc_venv("--help")
+    assert result.returncode == 0, result.stderr
+    assert "purerpc==0.8.0 protobuf>=7.35.1,<8 trio" in result.stdout
+    assert "--purerpc-python" in result.stdout
+    assert _purerpc_venv("--no-such-option").returncode == 2
+
+
+def test_purerpc_venv_script_dry_run_prints_the_path_and_creates_nothing(tmp_path: Path) -> None:
+    """--dry-run prints the venv and pinned pip commands (stderr) and the interpreter
+    path alone (stdout), and creates nothing."""
+    target = tmp_path / "venv"
+    result = _purerpc_venv("--dry-run", str(target))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{target}/bin/python\n"
+    commands = [line for line in result.stderr.splitlines() if line.startswith("+ ")]
+    assert commands == [
+        f"+ {sys.executable} -m venv {target}",
+        f"+ {target}/bin/python -m pip install -q purerpc==0.8.0 protobuf\\>=7.35.1\\,\\<8 trio",
+    ]
+    assert f"--purerpc-python {target}/bin/python" in result.stderr
+    assert not target.exists()

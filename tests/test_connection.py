@@ -1689,3 +1689,70 @@ async def test_h2_stream_table_stays_bounded_on_a_long_lived_connection() -> Non
                 await conn.request("GET", "/")
             assert len(core.h2.streams) < 150
             assert len(conn._core.h2.streams) < 150
+
+
+class _GatedSend(trio.abc.SendStream):
+    """A send stream whose ``send_all`` waits while ``shut`` (a writer held mid-write)."""
+
+    def __init__(self, inner: trio.abc.SendStream) -> None:
+        self.inner = inner
+        self.shut = False
+        self.opened = trio.Event()
+        self.held = 0  # writes that waited at the gate
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self.shut:
+            self.held += 1
+            await self.opened.wait()
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_end_stream_queued_before_the_peer_reset_a_forgotten_stream_is_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Regression: an empty END_STREAM DATA queued while loopy was mid-write, for a stream
+    the peer then ended with trailers and RST_STREAM (forgotten by h2 meanwhile), is
+    dropped quietly: the stream still reads the peer's response (no KeyError, ERROR log or
+    INTERNAL_ERROR reset)."""
+    caplog.set_level(logging.ERROR, logger="trio_h2t")
+    client_send, peer_receive = trio.testing.memory_stream_one_way_pair()
+    peer_send, client_receive = trio.testing.memory_stream_one_way_pair()
+    gate = _GatedSend(client_send)
+    ours = trio.StapledStream(gate, client_receive)
+    theirs = trio.StapledStream(peer_send, peer_receive)
+    trailers = [(b"grpc-status", b"3")]
+    with trio.fail_after(5):
+        async with open_peer_server(transports=(ours, theirs)) as (conn, peer):
+            async with conn.open_stream(REQUEST) as stream:
+                await peer.receive_until(lambda ev: isinstance(ev, h2.events.RequestReceived))
+                # Loopy is held inside send_all (the DATA), the END_STREAM waits behind it.
+                gate.shut = True
+                await stream.send_data(b"x")
+                await trio.testing.wait_all_tasks_blocked()
+                assert gate.held == 1
+                await stream.send_data(b"", end_stream=True)
+                # The peer answers and resets (as grpc servers do when the request is
+                # still open); our reader closes the stream, and h2 forgets it.
+                peer.h2.send_headers(1, RESPONSE_200)
+                peer.h2.send_headers(1, trailers, end_stream=True)
+                peer.h2.reset_stream(1, ErrorCodes.NO_ERROR)
+                await peer.flush()
+                await trio.testing.wait_all_tasks_blocked()
+                assert 1 not in conn._core.h2.streams  # forgotten, END_STREAM still queued
+                gate.opened.set()
+                await peer.read_until(lambda: bool(peer.frames_of(DataFrame)))
+                await trio.testing.wait_all_tasks_blocked()
+                # The response the peer sent is what the stream reads, not a reset.
+                assert await stream.receive_headers() == RESPONSE_200
+                assert await stream.read_all() == b""
+                assert stream.trailers == trailers
+            resets = [(f.stream_id, f.error_code) for f in peer.frames_of(RstStreamFrame)]
+            assert resets == []
+            assert conn.error is None
+    assert [r.getMessage() for r in caplog.records if r.name == "trio_h2t"] == []

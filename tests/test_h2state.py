@@ -329,6 +329,21 @@ def test_headers_on_a_forgotten_stream_say_closed() -> None:
     server.send_headers(3, [(b":status", b"200")], end_stream=True)  # the others go on
 
 
+def test_empty_end_stream_data_on_a_forgotten_stream_says_closed() -> None:
+    """Regression: an END_STREAM alone (empty DATA) for a stream the peer reset and that
+    was forgotten raised KeyError from h2 (>= 4.4 skips its stream lookup for an empty
+    frame); it is StreamClosedError, as for a non-empty one."""
+    client, server = _serving_two_requests()
+    client.reset_stream(1, ErrorCodes.CANCEL)
+    server.receive_data(client.data_to_send())
+    server.prune_closed_streams(1)
+    assert 1 not in server.streams
+    with pytest.raises(h2.exceptions.StreamClosedError):
+        server.send_data(1, b"", end_stream=True)
+    server.send_headers(3, [(b":status", b"200")])
+    server.send_data(3, b"", end_stream=True)  # the others go on
+
+
 def test_prune_keeps_open_streams() -> None:
     """Pruning forgets only closed streams."""
     state = ours(client_side=True)

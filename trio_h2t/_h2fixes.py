@@ -22,7 +22,8 @@ The patches, by kind (section markers in the code below use the same numbers):
    (hypercorn issue #335). trio_h2t enforces the limits itself (clients wait for
    stream quota; servers refuse the excess with REFUSED_STREAM), so both counts
    report 0 to h2 and closed streams are forgotten by ``prune_closed_streams``,
-   which h2 did only while counting.
+   which h2 did only while counting. A call on a forgotten stream raises
+   StreamClosedError, as on a closed one (``send_headers``, ``send_data``).
 3. **Events survive a protocol error.** h2's ``receive_data`` discards the events of
    the frames it processed before the bad one; ours keeps them in
    ``events_before_error`` and can stop after ``max_frames`` frames.
@@ -405,6 +406,26 @@ class FixedConnection(h2.connection.H2Connection):
         super().send_headers(
             stream_id, headers, end_stream, priority_weight, priority_depends_on, priority_exclusive
         )
+
+    def send_data(
+        self,
+        stream_id: int,
+        data: bytes | memoryview,
+        end_stream: bool = False,
+        pad_length: Any = None,
+    ) -> None:
+        """h2's ``send_data``; a stream forgotten by ``prune_closed_streams`` is closed.
+
+        For an empty frame (an END_STREAM alone) h2 >= 4.4 skips the window lookup
+        that goes through ``_get_stream_by_id``, and reads ``self.streams`` directly:
+        a forgotten stream raised KeyError there. Loopy can hold such a frame for a
+        stream already forgotten: it was queued before the peer's RST_STREAM reached
+        the reader, which closes the stream, and h2 forgets it
+        (``ConnectionCore.stream_closed``) before loopy gets to the frame.
+        """
+        if stream_id not in self.streams:
+            self._check_not_forgotten(stream_id)
+        super().send_data(stream_id, data, end_stream, pad_length)
 
     def _check_not_forgotten(self, stream_id: int) -> None:
         if stream_id in self.streams:

@@ -622,7 +622,12 @@ class Loopy:
                         self._data_frames += 1
                         self._local_end(stream)
                     except StreamClosedError:
+                        # The peer reset the stream after this item was queued: the
+                        # reader closed it (h2 may have forgotten it), and the
+                        # StreamDone it queued is still behind this item.
                         self._drop_output(stream)
+                        if item.on_release is not None:
+                            item.on_release()  # taken off the queue: not dropped above
                         return True
                 if item.on_release is not None:
                     item.on_release()

@@ -23,10 +23,12 @@ QPS (and p99) to trio_h2t's and a 95 % percentile-bootstrap interval
 (``stats.bootstrap_ratio``); then the issue's targets, PASS/FAIL; and writes a PNG
 (``--plot``, matplotlib). ``--json FILE`` keeps every run.
 
-purerpc pins h2 < 4, so it runs from its own virtual environment:
-``python -m venv /tmp/purerpc-venv && /tmp/purerpc-venv/bin/pip install purerpc
-protobuf trio``, then ``--purerpc-python /tmp/purerpc-venv/bin/python``; without
-it purerpc is skipped with the reason printed.
+purerpc pins h2 < 4, so it runs from its own virtual environment, which
+``scripts/purerpc-venv.sh [DIR]`` creates with pinned versions (purerpc==0.8.0,
+"protobuf>=7.35.1,<8", trio; DIR defaults to /tmp/purerpc-venv) and whose
+interpreter it prints: pass it as ``--purerpc-python``, e.g.
+``--purerpc-python "$(scripts/purerpc-venv.sh)"`` (``--dry-run`` shows the commands
+and creates nothing). Without it purerpc is skipped with the reason printed.
 
 The roles ``serve`` and ``client`` are this same file run as a subprocess; they
 import only what their implementation needs (purerpc's interpreter has no trio_h2t

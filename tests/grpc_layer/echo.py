@@ -23,6 +23,7 @@ class Echo:
         self.events: list[str] = []
         self.changed = trio.Event()
         self.cancel_reasons: list[object] = []
+        self.peers: set[str] = set()  # the client address of each Peer call
 
     def _event(self, what: str) -> None:
         self.events.append(what)
@@ -47,10 +48,10 @@ class Echo:
     @grpc.rpc()
     async def Status(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         spec = json.loads(request)
-        trailing = []
-        if spec.get("details_bin") is not None:
-            trailing.append(("grpc-status-details-bin", bytes.fromhex(spec["details_bin"])))
-        raise grpc.RpcError(spec["code"], spec["details"], trailing_metadata=trailing)
+        found = spec.get("details_bin")
+        # status_details alone: the server sends it as grpc-status-details-bin.
+        status_details = None if found is None else bytes.fromhex(found)
+        raise grpc.RpcError(spec["code"], spec["details"], status_details=status_details)
 
     @grpc.rpc()
     async def Deadline(self, request: bytes, context: grpc.ServicerContext) -> bytes:
@@ -69,6 +70,20 @@ class Echo:
     @grpc.rpc()
     async def Compressed(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         context.set_compression("gzip")
+        return request
+
+    @grpc.rpc()
+    async def Deflated(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        context.set_compression("deflate")
+        return request
+
+    @grpc.rpc()
+    async def Big(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        return b"x" * int(request)
+
+    @grpc.rpc()
+    async def Peer(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        self.peers.add(context.peer)
         return request
 
     @grpc.rpc()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
@@ -72,6 +73,15 @@ def compressed(request: bytes, context: Any) -> bytes:
     return request
 
 
+def deflated(request: bytes, context: Any) -> bytes:
+    context.set_compression(grpc.Compression.Deflate)
+    return request
+
+
+def big(request: bytes, context: Any) -> bytes:
+    return b"x" * int(request)
+
+
 def count(request: bytes, context: Any) -> Iterator[bytes]:
     for i in range(int(request)):
         yield str(i).encode()
@@ -103,6 +113,8 @@ def serve() -> None:
             "Deadline": grpc.unary_unary_rpc_method_handler(deadline),
             "Sleep": grpc.unary_unary_rpc_method_handler(sleep),
             "Compressed": grpc.unary_unary_rpc_method_handler(compressed),
+            "Deflated": grpc.unary_unary_rpc_method_handler(deflated),
+            "Big": grpc.unary_unary_rpc_method_handler(big),
             "Count": grpc.unary_stream_rpc_method_handler(count),
             "Forever": grpc.unary_stream_rpc_method_handler(forever),
             "Concat": grpc.stream_unary_rpc_method_handler(concat),
@@ -140,15 +152,32 @@ def case_calls(ch: grpc.Channel) -> None:
     assert out == [b"X", b"Y"], out
 
 
+MIB4 = 4 * 1024 * 1024  # grpcio's and trio_h2t's default receive limit
+
+
 def case_sizes(ch: grpc.Channel) -> None:
-    for size in (16 * 1024, 4 * 1024 * 1024):
+    for size in (16 * 1024, MIB4):  # a request and a response of exactly 4 MiB too
         body = bytes(range(256)) * (size // 256)
         assert ch.unary_unary("/test.Echo/Unary")(body, timeout=30) == body
-    over = b"x" * (4 * 1024 * 1024 + 1)
-    _expect_error(
+    over = b"x" * (MIB4 + 1)
+    _expect_error(  # over trio_h2t's default receive limit
         lambda: ch.unary_unary("/test.Echo/Unary")(over, timeout=30),
         grpc.StatusCode.RESOURCE_EXHAUSTED,
     )
+    big = ch.unary_unary("/test.Echo/Big")
+    assert big(str(MIB4).encode(), timeout=30) == b"x" * MIB4
+    _expect_error(  # a response over grpcio's default receive limit
+        lambda: big(str(MIB4 + 1).encode(), timeout=30),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    )
+
+
+def case_concurrent(ch: grpc.Channel) -> None:
+    """1000 calls in flight at once on the one channel (one connection)."""
+    peer = ch.unary_unary("/test.Echo/Peer")
+    calls = [peer.future(str(i).encode(), timeout=60) for i in range(1000)]
+    got = [c.result() for c in calls]
+    assert got == [str(i).encode() for i in range(1000)], got[:5]
 
 
 def case_metadata(ch: grpc.Channel) -> None:
@@ -216,14 +245,34 @@ def case_compression(ch: grpc.Channel) -> None:
         out = list(ch.stream_stream("/test.Echo/Upper")(iter([body, b"b"]), compression=algo))
         assert out == [body.upper(), b"B"], [o[:20] for o in out]
     assert ch.unary_unary("/test.Echo/Compressed")(body, timeout=10) == body
+    assert ch.unary_unary("/test.Echo/Deflated")(body, timeout=10) == body
+
+
+def case_deflate_response(ch: grpc.Channel, raw: grpc.Channel) -> None:
+    """The response of Deflated came deflate-compressed (on ``raw``, as on the wire)."""
+    body = b"compressible " * 2000
+    wire = raw.unary_unary("/test.Echo/Deflated")(body, timeout=10)
+    assert wire[:1] == b"\x78", wire[:8]  # a zlib stream (RFC 1950), as grpc writes deflate
+    assert zlib.decompress(wire) == body
 
 
 def client(port: int, cases: list[str]) -> int:
     failed = 0
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+    target = f"127.0.0.1:{port}"
+    # ``raw`` hands each message over as it was on the wire (grpc core's
+    # GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION off): compressed messages stay so.
+    raw_messages = [("grpc.per_message_decompression", 0)]
+    with (
+        grpc.insecure_channel(target) as ch,
+        grpc.insecure_channel(target, options=raw_messages) as raw,
+    ):
         for name in cases:
+            case = globals()[f"case_{name}"]
             try:
-                globals()[f"case_{name}"](ch)
+                if name == "deflate_response":
+                    case(ch, raw)
+                else:
+                    case(ch)
             except Exception as exc:
                 failed += 1
                 _print(f"FAIL {name}: {exc!r}")

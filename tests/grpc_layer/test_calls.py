@@ -259,6 +259,32 @@ async def test_handler_rpc_error_and_abort_send_their_status() -> None:
             assert call.code == grpc.StatusCode.DATA_LOSS
 
 
+async def test_rpc_error_status_details_are_sent_without_trailing_metadata() -> None:
+    """RpcError(details, status_details=...) raised by a handler sends grpc-message and
+    grpc-status-details-bin, though its trailing metadata does not hold the latter."""
+
+    async def raises(request: bytes, context: grpc.ServicerContext) -> bytes:
+        if request == b"kept":
+            context.set_trailing_metadata([("x-t", "kept")])
+        raise grpc.RpcError(
+            grpc.StatusCode.NOT_FOUND, "gone: caf\u00e9", status_details=b"\x08\x05"
+        )
+
+    server = grpc.Server([{"/s.S/Raises": grpc.unary_unary_handler(raises)}])
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(server) as ch:
+            for request, extra in ((b"", []), (b"kept", [("x-t", "kept")])):
+                with pytest.raises(grpc.RpcError) as info:
+                    await ch.unary_unary("/s.S/Raises")(request)
+                assert info.value.code == grpc.StatusCode.NOT_FOUND
+                assert info.value.details == "gone: caf\u00e9"
+                assert info.value.status_details == b"\x08\x05"
+                assert info.value.trailing_metadata == [
+                    *extra,
+                    ("grpc-status-details-bin", b"\x08\x05"),
+                ]
+
+
 async def test_handler_exception_is_unknown_without_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -435,6 +461,32 @@ async def test_cancelling_the_calling_task_resets_and_cancels_the_handler() -> N
     assert (reason.kind, reason.error_code) == ("peer-reset", 8)
 
 
+async def test_context_cancelled_becomes_true_after_the_client_resets() -> None:
+    """context.cancelled is False during the call, True once the client reset it."""
+    seen: list[tuple[str, bool]] = []
+    started, ended = trio.Event(), trio.Event()
+
+    async def waits(request: bytes, context: grpc.ServicerContext) -> bytes:
+        seen.append(("before", context.cancelled))
+        started.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            seen.append(("after", context.cancelled))
+            ended.set()
+
+    server = grpc.Server([{"/s.S/Waits": grpc.unary_unary_handler(waits)}])
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(server) as ch:
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(ch.unary_unary("/s.S/Waits"), b"")
+                    await started.wait()
+                    scope.cancel()
+            await ended.wait()
+    assert seen == [("before", False), ("after", True)]
+
+
 async def test_call_cancel_and_leaving_early() -> None:
     """call.cancel() makes later receives CANCELLED; a break out of the block cancels too."""
     with trio.fail_after(LIMIT):
@@ -562,6 +614,44 @@ async def test_unsupported_request_encoding_is_unimplemented() -> None:
                 block = dict(await stream.receive_headers())
     assert block[b"grpc-status"] == b"12"
     assert block[b"grpc-accept-encoding"] == b"identity,deflate,gzip"
+
+
+async def test_server_falls_back_to_identity_when_the_client_does_not_accept() -> None:
+    """The server compresses (Server(compression=) or set_compression) only with an
+    algorithm the client's grpc-accept-encoding lists: with identity only, or no such
+    header, the response goes uncompressed."""
+
+    async def gzips(request: bytes, context: grpc.ServicerContext) -> bytes:
+        context.set_compression("gzip")
+        return b"z" * 2000
+
+    async def default(request: bytes, context: grpc.ServicerContext) -> bytes:
+        return b"z" * 2000
+
+    handlers = {
+        "/s.S/Gzips": grpc.unary_unary_handler(gzips),
+        "/s.S/Default": grpc.unary_unary_handler(default),
+    }
+    results: list[tuple[str, bytes | None, bool]] = []
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(grpc.Server([handlers], compression="gzip")) as ch:
+            conn = ch.connection
+            for path in handlers:
+                # identity only; no grpc-accept-encoding; one that lists gzip (a control).
+                for accept in (["identity"], [], ["identity,deflate,gzip"]):
+                    extra = [("content-type", "application/grpc")]
+                    extra += [("grpc-accept-encoding", value) for value in accept]
+                    headers = conn.request_headers("POST", path, extra)
+                    async with conn.open_stream(headers) as stream:
+                        await stream.send_data(grpc.encode_message(b""), end_stream=True)
+                        block = dict(await stream.receive_headers())
+                        [(flag, _)] = grpc.MessageDecoder().feed(await stream.read_all())
+                    results.append((path, block.get(b"grpc-encoding"), bool(flag)))
+    assert results == [
+        (path, encoding, encoding is not None)
+        for path in handlers
+        for encoding in (None, None, b"gzip")
+    ]
 
 
 # ---------------------------------------------------------------------- channel, peer

@@ -4,7 +4,8 @@ grpcio runs in a subprocess (``grpcio_peer.py``): as a client against our server
 and as a server for our client. All four call types, message sizes up to the 4 MiB
 limit and over it, text and binary metadata, status codes with special characters
 and ``grpc-status-details-bin``, deadlines, cancellation from each side, gzip and
-deflate.
+deflate requests and responses each way, 1000 concurrent calls on one connection
+each way.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .echo import Echo
 
 PEER = str(Path(__file__).with_name("grpcio_peer.py"))
 LIMIT = 60
+MIB4 = 4 * 1024 * 1024  # the default receive limit, ours and grpcio's
 
 
 async def _run_grpcio_client(port: int, cases: list[str]) -> str:
@@ -55,7 +57,7 @@ async def _our_server() -> AsyncIterator[tuple[Echo, int]]:
     [
         ["calls", "sizes"],
         ["metadata", "status", "unimplemented", "failure"],
-        ["deadline", "compression"],
+        ["deadline", "compression", "deflate_response"],
     ],
     ids=lambda c: "+".join(c),
 )
@@ -66,6 +68,15 @@ async def test_grpcio_client_against_our_server(cases: list[str]) -> None:
             await _run_grpcio_client(port, cases)
             if "deadline" in cases:
                 await echo.wait_for("sleep cancelled")  # the grpc-timeout cancelled it
+
+
+async def test_grpcio_client_1000_concurrent_calls_on_one_connection() -> None:
+    """grpcio's client makes 1000 concurrent unary calls on one channel to our server:
+    all complete, in order, over one connection (one client address)."""
+    with trio.fail_after(120):
+        async with _our_server() as (echo, port):
+            await _run_grpcio_client(port, ["concurrent"])
+    assert len(echo.peers) == 1, echo.peers
 
 
 async def test_grpcio_client_cancel_reaches_our_handler() -> None:
@@ -134,16 +145,19 @@ async def test_our_client_four_call_types_against_grpcio() -> None:
 
 
 async def test_our_client_message_sizes_against_grpcio() -> None:
-    """0 B, 16 KiB and 4 MiB echo; a response over our 4 MiB limit is RESOURCE_EXHAUSTED."""
+    """0 B, 16 KiB and exactly 4 MiB echo; grpcio's real response of 4 MiB + 1 byte is
+    over our default 4 MiB limit: RESOURCE_EXHAUSTED."""
     with trio.fail_after(LIMIT):
         async with _grpcio_server() as (ch, _):
-            for size in (0, 16 * 1024, 4 * 1024 * 1024):
+            for size in (0, 16 * 1024, MIB4):
                 body = bytes(range(256)) * (size // 256)
                 assert await ch.unary_unary("/test.Echo/Unary")(body) == body
-            small = grpc.Channel(ch.connection, max_receive_message_size=1000)
+            big = ch.unary_unary("/test.Echo/Big")
+            assert await big(str(MIB4).encode()) == b"x" * MIB4
             with pytest.raises(grpc.RpcError) as info:
-                await small.unary_unary("/test.Echo/Unary")(b"x" * 1001)
+                await big(str(MIB4 + 1).encode())
             assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert await ch.unary_unary("/test.Echo/Unary")(b"after") == b"after"
             # grpcio's server refuses a request over its own 4 MiB limit.
             with pytest.raises(grpc.RpcError) as info:
                 await ch.unary_unary("/test.Echo/Unary")(b"x" * (4 * 1024 * 1024 + 1))
@@ -205,7 +219,8 @@ async def test_our_client_cancellation_reaches_grpcio() -> None:
 
 
 async def test_our_client_compression_against_grpcio() -> None:
-    """gzip and deflate requests (per channel and per call); grpcio's gzip responses."""
+    """gzip and deflate requests (per channel and per call); grpcio's gzip and deflate
+    responses."""
     with trio.fail_after(LIMIT):
         async with _grpcio_server() as (ch, _):
             body = b"compressible " * 2000
@@ -215,9 +230,11 @@ async def test_our_client_compression_against_grpcio() -> None:
                 async with gz.stream_stream("/test.Echo/Upper")([body, b"b"]) as call:
                     assert [m async for m in call] == [body.upper(), b"B"]
                 assert await ch.unary_unary("/test.Echo/Unary")(body, compression=algo) == body
-            resp, call = await ch.unary_unary("/test.Echo/Compressed").with_call(body)
-            assert resp == body
-            assert call.response_encoding == "gzip"
+            for method, algo in (("Compressed", "gzip"), ("Deflated", "deflate")):
+                resp, call = await ch.unary_unary(f"/test.Echo/{method}").with_call(body)
+                assert resp == body
+                assert call.response_encoding == algo
+                assert call.last_message_compressed is True
 
 
 async def test_our_client_1000_concurrent_calls_against_grpcio() -> None:

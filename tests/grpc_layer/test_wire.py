@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import base64
 import gzip
+import pickle
 import zlib
 from pathlib import Path
 
@@ -437,6 +438,28 @@ def test_rpc_error_fields() -> None:
     assert err.status_details == b"\x08"
     with pytest.raises(ValueError, match="OK"):
         grpc.RpcError(grpc.StatusCode.OK)
+
+
+def test_rpc_error_pickles_with_all_its_fields() -> None:
+    """A pickled RpcError keeps code, details, both metadata and status_details (also
+    when status_details is not in its trailing metadata)."""
+    err = grpc.RpcError(
+        grpc.StatusCode.ABORTED,
+        "caf\u00e9",
+        trailing_metadata=[("x-t", "1"), ("x-b-bin", b"\x00")],
+        initial_metadata=[("x-i", "2")],
+        status_details=b"\x08\x0a",
+    )
+    copy = pickle.loads(pickle.dumps(err))
+    assert type(copy) is grpc.RpcError
+    assert (copy.code, copy.details, copy.status_details) == (
+        grpc.StatusCode.ABORTED,
+        "caf\u00e9",
+        b"\x08\x0a",
+    )
+    assert copy.trailing_metadata == [("x-t", "1"), ("x-b-bin", b"\x00")]
+    assert copy.initial_metadata == [("x-i", "2")]
+    assert str(copy) == str(err)
 
 
 def _public_async_functions() -> list[tuple[str, object]]:

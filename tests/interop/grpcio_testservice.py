@@ -11,16 +11,27 @@ through the named interop cases against 127.0.0.1:PORT, one line per case
 Both use the messages of ``trio_h2t.interop.protos`` and grpcio's service stubs
 (``test_pb2_grpc``, generated into a directory on PYTHONPATH by
 ``scripts/gen_interop_protos.py --grpc-out``).
+
+Compressed-Flags. grpcio's API hides a message's flag, but grpc core's channel
+argument ``grpc.per_message_decompression`` (default 1), set to 0, makes grpc core
+hand each message to the application as it was on the wire. Both sides use it to
+see the flags the interop cases check: a message that starts with the gzip magic
+``1f 8b 08`` was compressed (the cases use gzip; no protobuf message starts with
+0x1f, since wire type 7 does not exist), and is gunzipped here; any other is taken
+as it came. The server reads every request so (CompressedRequest); the client reads
+the responses of the ``server_compressed_*`` cases so, on a second channel.
 """
 
 from __future__ import annotations
 
+import gzip
 import queue
+import random
 import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 import test_pb2_grpc  # type: ignore[import-not-found]
@@ -29,10 +40,34 @@ from trio_h2t.interop.protos import empty_pb2, messages_pb2 as M
 
 ECHO_INITIAL = "x-grpc-test-echo-initial"
 ECHO_TRAILING = "x-grpc-test-echo-trailing-bin"
+SERVICE = "grpc.testing.TestService"
+#: The first bytes of a gzip member (RFC 1952: ID1, ID2, CM=deflate).
+GZIP_MAGIC = b"\x1f\x8b\x08"
+#: Hand each message over as it was on the wire (grpc core's
+#: GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION): its Compressed-Flag can be seen.
+RAW_MESSAGES = ("grpc.per_message_decompression", 0)
 
 
 def _print(line: str) -> None:
     print(line, flush=True)
+
+
+class Received(NamedTuple):
+    """A message as it arrived: was it compressed, and the message itself."""
+
+    compressed: bool
+    message: Any
+
+
+def as_received(parse: Callable[[bytes], Any]) -> Callable[[bytes], Received]:
+    """A deserializer for raw messages (:data:`RAW_MESSAGES`): gunzip a compressed one."""
+
+    def deserialize(raw: bytes) -> Received:
+        if raw[:3] == GZIP_MAGIC:
+            return Received(True, parse(gzip.decompress(raw)))
+        return Received(False, parse(raw))
+
+    return deserialize
 
 
 # ---------------------------------------------------------------------- server
@@ -63,19 +98,35 @@ def _responses(params: Any, context: Any) -> Iterator[M.StreamingOutputCallRespo
         yield M.StreamingOutputCallResponse(payload=M.Payload(body=bytes(p.size)))
 
 
-class Servicer(test_pb2_grpc.TestServiceServicer):  # type: ignore[misc]
+def _check_compressed(request: Received, context: Any) -> None:
+    """CompressedRequest: a request whose ``expect_compressed`` is set must have
+    arrived with that Compressed-Flag, else INVALID_ARGUMENT (the descriptions ask
+    for the true case; the false case is checked as grpc core's and trio_h2t's
+    interop servers do)."""
+    message = request.message
+    if not message.HasField("expect_compressed"):
+        return
+    if message.expect_compressed.value and not request.compressed:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Expected compressed request")
+    if not message.expect_compressed.value and request.compressed:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Expected uncompressed request")
+
+
+class Servicer:
     """TestService as grpc/grpc doc/interop-test-descriptions.md "Server" asks.
 
-    grpcio's server API does not expose a request's Compressed-Flag, so
-    ``expect_compressed`` (CompressedRequest) is not checked here (grpcio's own
-    Python interop server does not implement it either).
+    Requests come as :class:`Received` (the server runs with :data:`RAW_MESSAGES`),
+    so CompressedRequest is checked on each request message (:func:`handler`
+    registers the methods).
     """
 
-    def EmptyCall(self, request: Any, context: Any) -> empty_pb2.Empty:
+    def EmptyCall(self, request: Received, context: Any) -> empty_pb2.Empty:
         _echo(context)
         return empty_pb2.Empty()
 
-    def UnaryCall(self, request: M.SimpleRequest, context: Any) -> M.SimpleResponse:
+    def UnaryCall(self, received: Received, context: Any) -> M.SimpleResponse:
+        _check_compressed(received, context)
+        request: M.SimpleRequest = received.message
         if request.HasField("response_compressed"):
             on = request.response_compressed.value
             context.set_compression(grpc.Compression.Gzip if on else grpc.Compression.NoCompression)
@@ -83,28 +134,66 @@ class Servicer(test_pb2_grpc.TestServiceServicer):  # type: ignore[misc]
         _abort_if(request.response_status, context)
         return M.SimpleResponse(payload=M.Payload(body=bytes(request.response_size)))
 
-    def StreamingOutputCall(self, request: Any, context: Any) -> Iterator[Any]:
+    def StreamingOutputCall(self, received: Received, context: Any) -> Iterator[Any]:
+        request = received.message
         if any(p.HasField("compressed") for p in request.response_parameters):
             context.set_compression(grpc.Compression.Gzip)
         _echo(context)
         yield from _responses(request.response_parameters, context)
         _abort_if(request.response_status, context)
 
-    def StreamingInputCall(self, requests: Iterator[Any], context: Any) -> Any:
+    def StreamingInputCall(self, requests: Iterator[Received], context: Any) -> Any:
         _echo(context)
-        total = sum(len(r.payload.body) for r in requests)
+        total = 0
+        for received in requests:
+            _check_compressed(received, context)
+            total += len(received.message.payload.body)
         return M.StreamingInputCallResponse(aggregated_payload_size=total)
 
-    def FullDuplexCall(self, requests: Iterator[Any], context: Any) -> Iterator[Any]:
+    def FullDuplexCall(self, requests: Iterator[Received], context: Any) -> Iterator[Any]:
         _echo(context)
-        for request in requests:
+        for received in requests:
+            request = received.message
             _abort_if(request.response_status, context)
             yield from _responses(request.response_parameters, context)
 
 
+def handler(servicer: Servicer) -> grpc.GenericRpcHandler:
+    """TestService's methods, each request deserialized by :func:`as_received`."""
+    so = M.StreamingOutputCallRequest.FromString
+    si = M.StreamingInputCallRequest.FromString
+    out = M.StreamingOutputCallResponse.SerializeToString
+    methods = {
+        "EmptyCall": grpc.unary_unary_rpc_method_handler(
+            servicer.EmptyCall, as_received(empty_pb2.Empty.FromString), _serialize
+        ),
+        "UnaryCall": grpc.unary_unary_rpc_method_handler(
+            servicer.UnaryCall, as_received(M.SimpleRequest.FromString), _serialize
+        ),
+        "StreamingOutputCall": grpc.unary_stream_rpc_method_handler(
+            servicer.StreamingOutputCall, as_received(so), out
+        ),
+        "StreamingInputCall": grpc.stream_unary_rpc_method_handler(
+            servicer.StreamingInputCall, as_received(si), _serialize
+        ),
+        "FullDuplexCall": grpc.stream_stream_rpc_method_handler(
+            servicer.FullDuplexCall, as_received(so), out
+        ),
+    }
+    return grpc.method_handlers_generic_handler(SERVICE, methods)
+
+
+def _serialize(message: Any) -> bytes:
+    data: bytes = message.SerializeToString()
+    return data
+
+
 def serve() -> None:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    test_pb2_grpc.add_TestServiceServicer_to_server(Servicer(), server)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=8),
+        handlers=[handler(Servicer())],
+        options=[RAW_MESSAGES],
+    )
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     _print(f"port {port}")
@@ -114,11 +203,14 @@ def serve() -> None:
 
 # ---------------------------------------------------------------------- client
 # The checks of doc/interop-test-descriptions.md, compactly, with grpcio's stubs.
-# grpcio's client API cannot read a response's Compressed-Flag: the
-# server_compressed_* cases check everything else (sizes, order, status) and that
-# the call was asked to compress; trio_h2t's own client checks the flag.
+# Each case gets the stub, its channel ``ch``, and ``raw``, a channel to the same
+# server with RAW_MESSAGES, on which the server_compressed_* cases read the
+# responses' Compressed-Flags.
 
 T = 30  # seconds: each call's bound
+#: client_compressed_streaming's uncompressed message: 45904 bytes that gzip cannot
+#: shrink, in place of the descriptions' zeros (the case's docstring says why).
+INCOMPRESSIBLE = random.Random(45904).randbytes(45904)
 
 
 def _zeros(n: int) -> M.Payload:
@@ -143,7 +235,7 @@ def _sizes(responses: Any, sizes: list[int]) -> None:
     assert all(b == bytes(len(b)) for b in got)
 
 
-def empty_unary(stub: Any, ch: grpc.Channel) -> None:
+def empty_unary(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     assert stub.EmptyCall(empty_pb2.Empty(), timeout=T).ByteSize() == 0
 
 
@@ -151,11 +243,11 @@ def _large() -> M.SimpleRequest:
     return M.SimpleRequest(response_size=314159, payload=_zeros(271828))
 
 
-def large_unary(stub: Any, ch: grpc.Channel) -> None:
+def large_unary(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     _sizes([stub.UnaryCall(_large(), timeout=T)], [314159])
 
 
-def client_compressed_unary(stub: Any, ch: grpc.Channel) -> None:
+def client_compressed_unary(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     def req(expect: bool) -> M.SimpleRequest:
         r = _large()
         r.expect_compressed.value = expect
@@ -166,19 +258,52 @@ def client_compressed_unary(stub: Any, ch: grpc.Channel) -> None:
     _sizes([stub.UnaryCall(req(False), timeout=T)], [314159])
 
 
-def server_compressed_unary(stub: Any, ch: grpc.Channel) -> None:
+def server_compressed_unary(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
+    unary = raw.unary_unary(
+        f"/{SERVICE}/UnaryCall",
+        request_serializer=_serialize,
+        response_deserializer=as_received(M.SimpleResponse.FromString),
+    )
     for on in (True, False):
         r = _large()
         r.response_compressed.value = on
-        _sizes([stub.UnaryCall(r, timeout=T)], [314159])
+        got = unary(r, timeout=T)
+        assert got.compressed is on, f"response_compressed={on}: flag {got.compressed}"
+        _sizes([got.message], [314159])
 
 
-def client_streaming(stub: Any, ch: grpc.Channel) -> None:
+def client_compressed_streaming(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
+    """The probe fails INVALID_ARGUMENT; then a compressed message and an uncompressed
+    one on one call: aggregated 73086.
+
+    Deviation: grpcio's client compresses every message of a call (no per-message
+    switch), but grpc core sends a message uncompressed when compressing would not
+    shrink it. So the second message's 45904 bytes are incompressible
+    (:data:`INCOMPRESSIBLE`), not zeros; the server, which fails a request whose
+    flag disagrees with ``expect_compressed``, checks that it arrived uncompressed.
+    """
+
+    def req(expect: bool, body: bytes) -> M.StreamingInputCallRequest:
+        return M.StreamingInputCallRequest(
+            expect_compressed=M.BoolValue(value=expect), payload=M.Payload(body=body)
+        )
+
+    probe = [req(True, bytes(27182))]
+    _expect(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        lambda: stub.StreamingInputCall(iter(probe), timeout=T),
+    )
+    reqs = [req(True, bytes(27182)), req(False, INCOMPRESSIBLE)]
+    resp = stub.StreamingInputCall(iter(reqs), compression=grpc.Compression.Gzip, timeout=T)
+    assert resp.aggregated_payload_size == 73086, resp.aggregated_payload_size
+
+
+def client_streaming(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     reqs = [M.StreamingInputCallRequest(payload=_zeros(n)) for n in (27182, 8, 1828, 45904)]
     assert stub.StreamingInputCall(iter(reqs), timeout=T).aggregated_payload_size == 74922
 
 
-def server_streaming(stub: Any, ch: grpc.Channel) -> None:
+def server_streaming(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     sizes = [31415, 9, 2653, 58979]
     req = M.StreamingOutputCallRequest(
         response_parameters=[M.ResponseParameters(size=s) for s in sizes]
@@ -186,13 +311,20 @@ def server_streaming(stub: Any, ch: grpc.Channel) -> None:
     _sizes(list(stub.StreamingOutputCall(req, timeout=T)), sizes)
 
 
-def server_compressed_streaming(stub: Any, ch: grpc.Channel) -> None:
+def server_compressed_streaming(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     params = [
         M.ResponseParameters(size=31415, compressed=M.BoolValue(value=True)),
         M.ResponseParameters(size=92653, compressed=M.BoolValue(value=False)),
     ]
     req = M.StreamingOutputCallRequest(response_parameters=params)
-    _sizes(list(stub.StreamingOutputCall(req, timeout=T)), [31415, 92653])
+    method = raw.unary_stream(
+        f"/{SERVICE}/StreamingOutputCall",
+        request_serializer=_serialize,
+        response_deserializer=as_received(M.StreamingOutputCallResponse.FromString),
+    )
+    got = list(method(req, timeout=T))
+    assert [r.compressed for r in got] == [True, False], [r.compressed for r in got]
+    _sizes([r.message for r in got], [31415, 92653])
 
 
 class _Feed:
@@ -218,7 +350,7 @@ def _dreq(size: int, body: int) -> M.StreamingOutputCallRequest:
     )
 
 
-def ping_pong(stub: Any, ch: grpc.Channel) -> None:
+def ping_pong(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     feed = _Feed()
     call = stub.FullDuplexCall(iter(feed), timeout=T)
     for size, body in ((31415, 27182), (9, 8), (2653, 1828), (58979, 45904)):
@@ -229,11 +361,11 @@ def ping_pong(stub: Any, ch: grpc.Channel) -> None:
     assert call.code() == grpc.StatusCode.OK
 
 
-def empty_stream(stub: Any, ch: grpc.Channel) -> None:
+def empty_stream(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     assert list(stub.FullDuplexCall(iter([]), timeout=T)) == []
 
 
-def cancel_after_begin(stub: Any, ch: grpc.Channel) -> None:
+def cancel_after_begin(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     feed = _Feed()
     future = stub.StreamingInputCall.future(iter(feed), timeout=T)
     future.cancel()
@@ -242,7 +374,7 @@ def cancel_after_begin(stub: Any, ch: grpc.Channel) -> None:
     assert future.code() == grpc.StatusCode.CANCELLED, future.code()
 
 
-def cancel_after_first_response(stub: Any, ch: grpc.Channel) -> None:
+def cancel_after_first_response(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     feed = _Feed()
     call = stub.FullDuplexCall(iter(feed), timeout=T)
     feed.put(_dreq(31415, 27182))
@@ -252,7 +384,7 @@ def cancel_after_first_response(stub: Any, ch: grpc.Channel) -> None:
     assert call.code() == grpc.StatusCode.CANCELLED, call.code()
 
 
-def timeout_on_sleeping_server(stub: Any, ch: grpc.Channel) -> None:
+def timeout_on_sleeping_server(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     feed = _Feed()
     call = stub.FullDuplexCall(iter(feed), timeout=0.001)
     feed.put(M.StreamingOutputCallRequest(payload=_zeros(27182)))
@@ -276,16 +408,16 @@ def _status(stub: Any, message: str, duplex: bool) -> None:
         )
 
 
-def status_code_and_message(stub: Any, ch: grpc.Channel) -> None:
+def status_code_and_message(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     _status(stub, "test status message", duplex=True)
 
 
-def special_status_message(stub: Any, ch: grpc.Channel) -> None:
+def special_status_message(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     msg = "\t\ntest with whitespace\r\nand Unicode BMP \u263a and non-BMP \U0001f608\t\n"
     _status(stub, msg, duplex=False)
 
 
-def custom_metadata(stub: Any, ch: grpc.Channel) -> None:
+def custom_metadata(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     md = ((ECHO_INITIAL, "test_initial_metadata_value"), (ECHO_TRAILING, b"\xab\xab\xab"))
     resp, call = stub.UnaryCall.with_call(_large(), metadata=md, timeout=T)
     _sizes([resp], [314159])
@@ -297,14 +429,14 @@ def custom_metadata(stub: Any, ch: grpc.Channel) -> None:
     assert md[1] in dcall.trailing_metadata(), dcall.trailing_metadata()
 
 
-def unimplemented_method(stub: Any, ch: grpc.Channel) -> None:
+def unimplemented_method(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     _expect(
         grpc.StatusCode.UNIMPLEMENTED,
         lambda: stub.UnimplementedCall(empty_pb2.Empty(), timeout=T),
     )
 
 
-def unimplemented_service(stub: Any, ch: grpc.Channel) -> None:
+def unimplemented_service(stub: Any, ch: grpc.Channel, raw: grpc.Channel) -> None:
     other = test_pb2_grpc.UnimplementedServiceStub(ch)
     _expect(
         grpc.StatusCode.UNIMPLEMENTED,
@@ -314,11 +446,15 @@ def unimplemented_service(stub: Any, ch: grpc.Channel) -> None:
 
 def client(port: int, cases: list[str]) -> int:
     failed = 0
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+    target = f"127.0.0.1:{port}"
+    with (
+        grpc.insecure_channel(target) as ch,
+        grpc.insecure_channel(target, options=[RAW_MESSAGES]) as raw,
+    ):
         stub = test_pb2_grpc.TestServiceStub(ch)
         for name in cases:
             try:
-                globals()[name](stub, ch)
+                globals()[name](stub, ch, raw)
             except Exception as exc:
                 failed += 1
                 _print(f"FAIL {name}: {exc!r}")

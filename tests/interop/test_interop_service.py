@@ -9,20 +9,16 @@ port) and print it. grpcio's service stubs are generated at test time by
 ``scripts/gen_interop_protos.py --grpc-out``, which also checks that the shipped
 ``_pb2`` modules match their ``.proto`` files.
 
-Cases that cannot run against grpcio, and why:
-
-- (a) ``client_compressed_unary`` and ``client_compressed_streaming``: they need a
-  server that fails a request whose Compressed-Flag disagrees with
-  ``expect_compressed`` (CompressedRequest); grpcio's server API does not expose
-  a request message's flag, so a grpcio servicer cannot implement that feature
-  (grpcio's own Python interop server does not). They run against our server in
-  (c), and their flag checks in tests/grpc_layer/test_calls.py.
-- (b) ``client_compressed_streaming``: it sends a compressed and then an
-  uncompressed message on one call; grpcio's client compresses every message of
-  a call (its API has no per-message switch), so it cannot send that sequence.
-- (b) ``server_compressed_unary`` / ``server_compressed_streaming`` run, but
-  grpcio's client cannot read a response's Compressed-Flag, so on that side they
-  check the payloads and status only; (a) and (c) check the flag.
+All 18 cases run all three ways. grpcio's TestService and grpcio's client see
+each message's Compressed-Flag through grpc core's channel argument
+``grpc.per_message_decompression`` = 0, which hands each message to the
+application as it was on the wire (``grpcio_testservice.py`` explains how): the
+server checks ``expect_compressed`` (CompressedRequest) on every request, the
+client checks the flags of the ``server_compressed_*`` responses. One deviation,
+on grpcio's client side: in ``client_compressed_streaming`` its uncompressed
+second message is 45904 incompressible bytes, not zeros, since grpcio's client
+cannot clear the flag of one message on a compressing call and grpc core sends a
+message uncompressed when compressing would not shrink it.
 """
 
 from __future__ import annotations
@@ -42,14 +38,13 @@ import trio
 import trio_h2t
 from trio_h2t import grpc
 from trio_h2t.interop import client as interop_client
+from trio_h2t.interop.protos import messages_pb2 as M
 from trio_h2t.interop.server import TestService
 
 ROOT = Path(__file__).resolve().parents[2]
 PEER = str(Path(__file__).with_name("grpcio_testservice.py"))
 LIMIT = 120
 ALL = list(interop_client.CASES)
-NOT_AGAINST_GRPCIO_SERVER = {"client_compressed_unary", "client_compressed_streaming"}
-NOT_FROM_GRPCIO_CLIENT = {"client_compressed_streaming"}
 
 
 SCRIPT = str(ROOT / "scripts" / "gen_interop_protos.py")
@@ -169,19 +164,55 @@ def test_cases_are_the_eighteen_described() -> None:
 
 
 async def test_our_client_against_grpcio_server(grpc_stubs: Path) -> None:
-    """(a) Every case a grpcio server can serve passes with trio_h2t's client."""
-    names = [n for n in ALL if n not in NOT_AGAINST_GRPCIO_SERVER]
+    """(a) All 18 cases pass with trio_h2t's client against grpcio's TestService."""
+    names = ALL
     lines: list[str] = []
     with trio.fail_after(LIMIT):
         async with _subprocess_server([sys.executable, PEER, "server"], _env(grpc_stubs)) as port:
             passed, failed = await interop_client.run_cases("127.0.0.1", port, names, lines.append)
     assert lines == [f"PASS {n}" for n in names] + [f"{len(names)} passed, 0 failed"]
-    assert (passed, failed) == (16, 0)
+    assert (passed, failed) == (18, 0)
+
+
+async def test_grpcio_testservice_checks_the_request_flag_both_ways(grpc_stubs: Path) -> None:
+    """grpcio's TestService fails a request whose Compressed-Flag disagrees with
+    expect_compressed (INVALID_ARGUMENT), either way, and accepts a matching one."""
+    outcomes: list[tuple[bool, bool, str]] = []
+    with trio.fail_after(LIMIT):
+        async with (
+            _subprocess_server([sys.executable, PEER, "server"], _env(grpc_stubs)) as port,
+            grpc.open_channel("127.0.0.1", port) as ch,
+        ):
+            unary = ch.unary_unary(
+                "/grpc.testing.TestService/UnaryCall",
+                request_serializer=M.SimpleRequest.SerializeToString,
+                response_deserializer=M.SimpleResponse.FromString,
+            )
+            for expect in (True, False):
+                for compression in ("gzip", None):
+                    req = M.SimpleRequest(
+                        response_size=3,
+                        expect_compressed=M.BoolValue(value=expect),
+                        payload=M.Payload(body=bytes(1000)),
+                    )
+                    try:
+                        await unary(req, compression=compression, timeout=10)
+                    except grpc.RpcError as exc:
+                        outcome = exc.code.name
+                    else:
+                        outcome = "OK"
+                    outcomes.append((expect, compression == "gzip", outcome))
+    assert outcomes == [
+        (True, True, "OK"),
+        (True, False, "INVALID_ARGUMENT"),
+        (False, True, "INVALID_ARGUMENT"),
+        (False, False, "OK"),
+    ]
 
 
 async def test_grpcio_client_against_our_server(grpc_stubs: Path) -> None:
-    """(b) grpcio's sync stubs pass every case they can express against trio_h2t's server."""
-    names = [n for n in ALL if n not in NOT_FROM_GRPCIO_CLIENT]
+    """(b) grpcio's sync stubs pass all 18 cases against trio_h2t's server (one deviation)."""
+    names = ALL
     with trio.fail_after(LIMIT):
         async with trio_h2t.open_server(grpc.Server([TestService()]), 0, host="127.0.0.1") as srv:
             result = await trio.run_process(

@@ -17,7 +17,9 @@ expires the handler is cancelled and the call ends with DEADLINE_EXCEEDED.
 
 The status goes in the trailers, or, when nothing was sent before it, in a
 trailers-only response (one HEADERS frame with END_STREAM). A handler that raises
-:class:`RpcError` ends its call with that status; any other exception ends it with
+:class:`RpcError` ends its call with that status (its ``details`` as ``grpc-message``,
+its ``status_details`` as ``grpc-status-details-bin``, whether or not its trailing
+metadata holds them); any other exception ends it with
 UNKNOWN, logged on the ``trio_h2t.grpc`` logger with its traceback, none of which
 goes on the wire.
 
@@ -53,6 +55,7 @@ from ._framing import (
     encode_message,
 )
 from ._metadata import (
+    STATUS_DETAILS_KEY,
     Metadata,
     MetadataLike,
     metadata_from_headers,
@@ -680,6 +683,7 @@ class Server:
             self.buffer_reuse,
         )
         code, details, trailing = StatusCode.OK, "", Metadata()
+        status_details: bytes | None = None
         with trio.CancelScope(deadline=deadline) as scope:
             try:
                 await _dispatch(method, requests, context)
@@ -687,6 +691,7 @@ class Server:
                 err = _unwrap(raw)
                 if isinstance(err, RpcError):
                     code, details, trailing = err.code, err.details, err.trailing_metadata
+                    status_details = err.status_details
                 elif isinstance(err, _TRANSPORT_ERRORS) and stream.cancel_reason is not None:
                     raise  # the stream is gone: nothing to answer
                 else:
@@ -701,6 +706,10 @@ class Server:
             trailing = context._trailing
         elif not trailing:
             trailing = context._trailing
+        if status_details is not None and trailing.get(STATUS_DETAILS_KEY) != status_details:
+            # RpcError(status_details=...) without the key in its trailing metadata.
+            pairs = [(k, v) for k, v in trailing if k != STATUS_DETAILS_KEY]
+            trailing = Metadata([*pairs, (STATUS_DETAILS_KEY, status_details)])
         await context._send_status(code, details, trailing)
 
 

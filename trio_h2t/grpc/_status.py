@@ -191,8 +191,31 @@ class RpcError(Exception):
         return f"RpcError({self.code.name}, {self.details!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.code, self.details, tuple(self.trailing_metadata)))
+        # Every field survives pickling (e.g. across a process pool); the signature
+        # has keyword-only arguments, which the default reduction cannot pass.
+        return (
+            _rebuild,
+            (
+                self.code,
+                self.details,
+                tuple(self.trailing_metadata),
+                tuple(self.initial_metadata),
+                self.status_details,
+            ),
+        )
 
 
-def _rebuild(code: StatusCode, details: str, trailing: Iterable[tuple[str, Any]]) -> RpcError:
-    return RpcError(code, details, trailing_metadata=list(trailing))
+def _rebuild(
+    code: StatusCode,
+    details: str,
+    trailing: Iterable[tuple[str, Any]],
+    initial: Iterable[tuple[str, Any]] = (),
+    status_details: bytes | None = None,
+) -> RpcError:
+    return RpcError(
+        code,
+        details,
+        trailing_metadata=list(trailing),
+        initial_metadata=list(initial),
+        status_details=status_details,
+    )
