@@ -1,5 +1,6 @@
 """serve_listeners / serve_tcp / open_server over TCP, TLS (ALPN h2) and Unix sockets;
-open_connection with TLS and connect_timeout; open_unix_connection."""
+open_connection with TLS and connect_timeout; open_unix_connection; the listeners'
+end (cancelled or crashed)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import functools
 import shutil
 import ssl
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -162,6 +164,54 @@ async def test_cancelled_serve_tcp_closes_its_listener() -> None:
             )
             port = server.port
             nursery.cancel_scope.cancel()
+        with pytest.raises(OSError, match="connect") as info:
+            await trio.open_tcp_stream("127.0.0.1", port)
+        refused = info.value.__cause__
+        while isinstance(refused, BaseExceptionGroup):
+            refused = refused.exceptions[0]
+        assert isinstance(refused, ConnectionRefusedError)
+
+
+async def test_serve_tcp_closes_its_listener_when_it_crashes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """serve_tcp ended by a crash (its listener's accept raises an unexpected error,
+    which comes out) closes its listening socket: fileno -1, a new connect is refused;
+    the connection it was serving is cancelled."""
+    doomed: list[trio.SocketListener] = []
+    armed = False
+    accept = trio.SocketListener.accept
+
+    async def faulty_accept(self: trio.SocketListener) -> trio.SocketStream:
+        stream = await accept(self)
+        if armed and self in doomed:
+            await stream.aclose()
+            raise RuntimeError("listener bug")
+        return stream
+
+    open_listeners = trio.open_tcp_listeners
+
+    async def recording_open(port: int, **kwargs: Any) -> list[trio.SocketListener]:
+        made = await open_listeners(port, **kwargs)
+        doomed.extend(made)
+        return made
+
+    monkeypatch.setattr(trio.SocketListener, "accept", faulty_accept)
+    monkeypatch.setattr(trio, "open_tcp_listeners", recording_open)
+    with trio.fail_after(LIMIT):
+        with pytest.RaisesGroup(pytest.RaisesGroup(RuntimeError)):
+            async with trio.open_nursery() as nursery:
+                server = await nursery.start(
+                    functools.partial(trio_h2t.serve_tcp, handler, 0, host="127.0.0.1")
+                )
+                port = server.port
+                async with trio_h2t.open_connection("127.0.0.1", port) as conn:
+                    assert (await conn.request("GET", "/")).body == b"hello http"
+                    armed = True
+                    await trio.open_tcp_stream("127.0.0.1", port)  # accept raises
+                    await trio.sleep_forever()
+        [listener] = doomed
+        assert listener.socket.fileno() == -1
         with pytest.raises(OSError, match="connect") as info:
             await trio.open_tcp_stream("127.0.0.1", port)
         refused = info.value.__cause__
