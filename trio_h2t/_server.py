@@ -33,7 +33,7 @@ import h2.events
 import trio
 from h2.errors import ErrorCodes
 
-from ._config import TransportConfig
+from ._config import TransportConfig, resolve_config
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
 from ._items import Data, Headers, PeerResponse, ResetStream
@@ -47,6 +47,10 @@ from ._util import (
     NOT_TLS_REASONS,
     TLS_ALERT_PROTOCOL_VERSION,
     NoPublicConstructor,
+    check_host,
+    check_port,
+    check_ssl_context,
+    check_stream,
     require_trio,
     unwrap_single,
 )
@@ -84,6 +88,42 @@ def _check_handler(handler: object) -> None:
         raise TypeError(
             f"handler must be an async function taking the stream, not {type(handler).__name__}"
         )
+
+
+def _check_listeners(listeners: object) -> None:
+    """Refuse ``listeners`` that are not a sequence of ``trio.abc.Listener``."""
+    if isinstance(listeners, trio.abc.Listener):
+        raise TypeError(
+            f"listeners must be a sequence of trio.abc.Listener, not one"
+            f" {type(listeners).__name__}: pass [listener]"
+        )
+    if not isinstance(listeners, Sequence) or isinstance(listeners, str | bytes):
+        raise TypeError(
+            "listeners must be a sequence (a list) of trio.abc.Listener,"
+            f" not {type(listeners).__name__}"
+        )
+    for i, listener in enumerate(listeners):
+        if not isinstance(listener, trio.abc.Listener):
+            raise TypeError(
+                f"listeners[{i}] must be a trio.abc.Listener, not {type(listener).__name__}"
+            )
+
+
+def _check_tcp_server(
+    handler: object,
+    port: object,
+    host: object,
+    ssl_context: ssl.SSLContext | None,
+    config: object,
+) -> TransportConfig:
+    """The checks of ``serve_tcp`` and ``open_server``, before anything is bound;
+    returns the config to use."""
+    _check_handler(handler)
+    check_port(port, lowest=0)
+    check_host(host, optional=True)
+    check_ssl_context(ssl_context)  # its type first: the side check reads .protocol
+    _check_server_context(ssl_context)
+    return resolve_config(config)
 
 
 def _check_server_context(ssl_context: ssl.SSLContext | None) -> None:
@@ -375,13 +415,17 @@ async def serve_connection(
     :meth:`H2Server.aclose` for a graceful drain).
 
     Raises:
-        TypeError: ``handler`` is not callable (nothing is written). A handler that
-            returns something other than an awaitable (a plain ``def``) is answered
-            with a 500 and logged as a TypeError, like any failing handler.
+        TypeError: ``handler`` is not callable, ``transport`` not a trio.abc.Stream,
+            or ``config`` not a TransportConfig (nothing is read or written). A
+            handler that returns something other than an awaitable (a plain ``def``)
+            is answered with a 500 and logged as a TypeError, like any failing
+            handler.
     """
     require_trio("trio_h2t.serve_connection")
     _check_handler(handler)
-    await _serve(transport, handler, config or TransportConfig(), None, task_status)
+    check_stream(transport)
+    config = resolve_config(config)
+    await _serve(transport, handler, config, None, task_status)
 
 
 async def _serve(
@@ -581,7 +625,9 @@ async def serve_listeners(
     listeners closed.
 
     Raises:
-        TypeError: ``handler`` is not callable (nothing is accepted).
+        TypeError: ``handler`` is not callable, ``listeners`` not a sequence of
+            trio.abc.Listener, or ``config`` not a TransportConfig (nothing is
+            accepted).
         Exception: a listener's ``accept`` raised something other than ``OSError``
             (an ``OSError``, such as EMFILE, is logged and retried): every connection
             is cancelled, the listeners closed, and the error raised (in an
@@ -589,7 +635,8 @@ async def serve_listeners(
     """
     require_trio("trio_h2t.serve_listeners")
     _check_handler(handler)
-    config = config or TransportConfig()
+    _check_listeners(listeners)
+    config = resolve_config(config)
     try:
         async with trio.open_nursery() as nursery:
             server = H2Server._create(listeners, nursery)
@@ -702,15 +749,17 @@ async def serve_tcp(
     listening sockets closed.
 
     Raises:
-        TypeError: ``handler`` is not callable (before anything is bound).
-        ValueError: ``ssl_context`` is a client-side context (``PROTOCOL_TLS_CLIENT``,
-            what ``ssl.create_default_context()`` makes; a server needs
-            ``ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)``).
+        TypeError: before anything is bound: ``handler`` is not callable, ``port`` not
+            an int, ``host`` not a str or None, ``ssl_context`` not an
+            ssl.SSLContext, ``config`` not a TransportConfig.
+        ValueError: before anything is bound: ``port`` is not in 0..65535, ``host``
+            is empty, or ``ssl_context`` is a client-side context
+            (``PROTOCOL_TLS_CLIENT``, what ``ssl.create_default_context()`` makes; a
+            server needs ``ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)``).
         OSError: binding ``port`` failed.
     """
     require_trio("trio_h2t.serve_tcp")
-    _check_handler(handler)
-    _check_server_context(ssl_context)
+    config = _check_tcp_server(handler, port, host, ssl_context, config)
     tcp_listeners = await trio.open_tcp_listeners(port, host=host)
     listeners: list[trio.abc.Listener[Any]] = list(tcp_listeners)
     if ssl_context is not None:
@@ -741,9 +790,11 @@ async def open_server(
     leaving. On cancellation: entering, nothing remains listening; leaving, the drain
     stops and every connection is cancelled.
 
-    Raises (entering): as :func:`serve_tcp`.
+    Raises (entering): as :func:`serve_tcp` (wrong arguments at once, before the
+    server's task starts).
     """
     require_trio("trio_h2t.open_server")
+    config = _check_tcp_server(handler, port, host, ssl_context, config)
     async with unwrap_single(), trio.open_nursery() as nursery:
         server: H2Server = await nursery.start(
             functools.partial(
