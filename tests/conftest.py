@@ -1,13 +1,22 @@
-"""Shared test configuration: Hypothesis profiles.
+"""Shared test configuration: Hypothesis profiles, and no hidden connection faults.
 
 ``ci`` (the default) keeps the suite within CI's budget; ``deep`` runs about 20 times
 more examples for long local runs: ``HYPOTHESIS_PROFILE=deep bash scripts/run-tests``.
+
+A connection is a fault boundary: a bug inside it ends that connection, is logged at
+ERROR, and raises nowhere (docs/errors.md). So that no test passes over a bug that a
+boundary contained, every test fails if such a fault is logged (the records marked
+``h2t_fault``), unless it is marked ``@pytest.mark.injects_faults``: it causes them
+on purpose and checks them itself.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -25,3 +34,41 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "injects_faults: the test causes connection faults on purpose (see conftest.py)",
+    )
+
+
+class _FaultRecords(logging.Handler):
+    """Keeps the connection-fault records (``extra={"h2t_fault": True}``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "h2t_fault", False):
+            self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def _no_hidden_faults(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that logged a connection fault it did not inject on purpose."""
+    handler = _FaultRecords()
+    logger = logging.getLogger("trio_h2t")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+    if handler.records and request.node.get_closest_marker("injects_faults") is None:
+        first = handler.records[0]
+        pytest.fail(
+            f"{len(handler.records)} connection fault(s) logged (contained, but a bug):"
+            f" {first.getMessage()}: {first.exc_info[1] if first.exc_info else ''!r}",
+            pytrace=False,
+        )

@@ -43,6 +43,7 @@ from trio_h2t import (
     serve_connection,
     serve_tcp,
 )
+from trio_h2t._items import Ping
 
 #: DATA on stream 0: a connection error PROTOCOL_ERROR (RFC 9113 §6.1).
 BAD_FRAME = b"\x00\x00\x01\x00\x00\x00\x00\x00\x00x"
@@ -400,6 +401,47 @@ async def test_server_receive_error_sends_goaway() -> None:
     assert isinstance(server.error, ConnectionLostError)
 
 
+def fault_in(obj: object, name: str, exc: Exception) -> None:
+    """Make ``obj.name`` (on that object only) raise ``exc``: an injected bug."""
+
+    def raise_it(*args: object) -> None:
+        raise exc
+
+    setattr(obj, name, raise_it)
+
+
+@pytest.mark.injects_faults
+async def test_server_reader_fault_sends_internal_error_goaway() -> None:
+    """A bug in the server's reader (h2's receive_data raises) with stream 1 open: the
+    client gets GOAWAY(INTERNAL_ERROR, last 1), then EOF."""
+    started = trio.Event()
+    with trio.fail_after(10):
+        async with served(stalling(started)) as (peer, server, _nursery):
+            await open_request(peer)
+            fault_in(server._core.h2, "receive_data", KeyError("reader bug"))
+            await peer.send_raw(PingFrame(0, b"12345678").serialize())
+            wire = await read_to_eof(peer)
+    assert after(wire, "HEADERS(1)") == ["HEADERS(1)", "GOAWAY(INTERNAL_ERROR,last=1)", "EOF"]
+    assert isinstance(server.error, ConnectionLostError)
+    assert isinstance(server.error.__cause__, KeyError)
+
+
+@pytest.mark.injects_faults
+async def test_server_loopy_fault_sends_internal_error_goaway() -> None:
+    """A bug in the server's loopy on a connection-level item (framing a PING raises)
+    with stream 1 open: the client gets GOAWAY(INTERNAL_ERROR, last 1), then EOF."""
+    started = trio.Event()
+    with trio.fail_after(10):
+        async with served(stalling(started)) as (peer, server, _nursery):
+            await open_request(peer)
+            fault_in(server._core.h2, "ping", AssertionError("loopy bug"))
+            server._core._put(Ping(b"12345678"))
+            wire = await read_to_eof(peer)
+    assert after(wire, "HEADERS(1)") == ["HEADERS(1)", "GOAWAY(INTERNAL_ERROR,last=1)", "EOF"]
+    assert isinstance(server.error, ConnectionLostError)
+    assert isinstance(server.error.__cause__, AssertionError)
+
+
 async def test_server_handshake_timeout_silent_client(autojump_clock: trio.abc.Clock) -> None:
     """A client that sends nothing: after handshake_timeout the server writes its opening
     and GOAWAY(NO_ERROR, last 0), then closes."""
@@ -562,3 +604,30 @@ async def test_client_receive_error_sends_goaway() -> None:
         "GOAWAY(NO_ERROR,last=0)",
         "EOF",
     ]
+
+
+@pytest.mark.injects_faults
+async def test_client_reader_fault_sends_internal_error_goaway() -> None:
+    """A bug in the client's reader (h2's receive_data raises) with stream 1 open: the
+    server gets GOAWAY(INTERNAL_ERROR, last 0), then EOF; the request fails with
+    ConnectionLostError caused by the bug, and the block is left cleanly."""
+    client_t, server_t = trio.testing.memory_stream_pair()
+    with trio.fail_after(10):
+        async with scripted_server((client_t, server_t)) as peer:
+            async with open_client_connection(client_t) as conn:
+                await peer.read_until(lambda: "SETTINGS(ACK)" in map(describe, peer.frames))
+                async with conn.open_stream(REQUEST, end_stream=True) as stream:
+                    await peer.read_until(lambda: bool(peer.events_of(h2.events.RequestReceived)))
+                    fault_in(conn._core.h2, "receive_data", KeyError("reader bug"))
+                    await peer.send_raw(PingFrame(0, b"12345678").serialize())
+                    with pytest.raises(ConnectionLostError) as info:
+                        await stream.receive_headers()
+            wire = await read_to_eof(peer)
+    assert after(wire, "HEADERS(1,END_STREAM)") == [
+        "HEADERS(1,END_STREAM)",
+        "GOAWAY(INTERNAL_ERROR,last=0)",
+        "EOF",
+    ]
+    assert isinstance(info.value.__cause__, ConnectionLostError)
+    assert isinstance(info.value.__cause__.__cause__, KeyError)
+    assert isinstance(conn.error, ConnectionLostError)

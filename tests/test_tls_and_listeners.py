@@ -1,12 +1,16 @@
 """serve_listeners / serve_tcp / open_server over TCP, TLS (ALPN h2) and Unix sockets;
-open_connection with TLS and connect_timeout; open_unix_connection."""
+open_connection with TLS and connect_timeout; open_unix_connection; the listeners'
+end (cancelled or crashed); every entry point's argument checks."""
 
 from __future__ import annotations
 
 import functools
 import shutil
 import ssl
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -162,6 +166,54 @@ async def test_cancelled_serve_tcp_closes_its_listener() -> None:
             )
             port = server.port
             nursery.cancel_scope.cancel()
+        with pytest.raises(OSError, match="connect") as info:
+            await trio.open_tcp_stream("127.0.0.1", port)
+        refused = info.value.__cause__
+        while isinstance(refused, BaseExceptionGroup):
+            refused = refused.exceptions[0]
+        assert isinstance(refused, ConnectionRefusedError)
+
+
+async def test_serve_tcp_closes_its_listener_when_it_crashes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """serve_tcp ended by a crash (its listener's accept raises an unexpected error,
+    which comes out) closes its listening socket: fileno -1, a new connect is refused;
+    the connection it was serving is cancelled."""
+    doomed: list[trio.SocketListener] = []
+    armed = False
+    accept = trio.SocketListener.accept
+
+    async def faulty_accept(self: trio.SocketListener) -> trio.SocketStream:
+        stream = await accept(self)
+        if armed and self in doomed:
+            await stream.aclose()
+            raise RuntimeError("listener bug")
+        return stream
+
+    open_listeners = trio.open_tcp_listeners
+
+    async def recording_open(port: int, **kwargs: Any) -> list[trio.SocketListener]:
+        made = await open_listeners(port, **kwargs)
+        doomed.extend(made)
+        return made
+
+    monkeypatch.setattr(trio.SocketListener, "accept", faulty_accept)
+    monkeypatch.setattr(trio, "open_tcp_listeners", recording_open)
+    with trio.fail_after(LIMIT):
+        with pytest.RaisesGroup(pytest.RaisesGroup(RuntimeError)):
+            async with trio.open_nursery() as nursery:
+                server = await nursery.start(
+                    functools.partial(trio_h2t.serve_tcp, handler, 0, host="127.0.0.1")
+                )
+                port = server.port
+                async with trio_h2t.open_connection("127.0.0.1", port) as conn:
+                    assert (await conn.request("GET", "/")).body == b"hello http"
+                    armed = True
+                    await trio.open_tcp_stream("127.0.0.1", port)  # accept raises
+                    await trio.sleep_forever()
+        [listener] = doomed
+        assert listener.socket.fileno() == -1
         with pytest.raises(OSError, match="connect") as info:
             await trio.open_tcp_stream("127.0.0.1", port)
         refused = info.value.__cause__
@@ -346,3 +398,283 @@ async def test_foreign_tls_handshake_record_is_named_as_tls() -> None:
             with pytest.raises(trio_h2t.ConnectionLostError, match="answered with TLS"):
                 async with trio_h2t.open_client_connection(client_side, authority="x"):
                     pass  # pragma: no cover
+
+
+class _NoListener(trio.abc.Listener[trio.abc.Stream]):
+    """A listener that must never be used (an argument check comes first)."""
+
+    async def accept(self) -> trio.abc.Stream:
+        raise AssertionError("accept must not be called")  # pragma: no cover
+
+    async def aclose(self) -> None:
+        pass  # pragma: no cover
+
+
+def _entered(
+    make: Callable[[], AbstractAsyncContextManager[object]],
+) -> Callable[[], Awaitable[None]]:
+    """A call that enters the context manager ``make()`` (and leaves at once)."""
+
+    async def enter() -> None:
+        async with make():
+            pass  # pragma: no cover
+
+    return enter
+
+
+def _built(**fields: Any) -> Callable[[], Awaitable[None]]:
+    """A call that builds ``TransportConfig(**fields)``."""
+
+    async def build() -> None:
+        h2t.TransportConfig(**fields)
+
+    return build
+
+
+_STREAM = trio.testing.memory_stream_pair()[0]  # never read or written by these calls
+#: trio_h2t, untyped: the calls below pass wrong arguments on purpose.
+h2t: Any = trio_h2t
+_TCP = functools.partial(h2t.serve_tcp, handler)
+_SERVER = functools.partial(h2t.open_server, handler)
+_CONNECT = h2t.open_connection
+
+#: (entry point and argument, the call, the error, what its message must say)
+ARGUMENT_CASES: list[tuple[str, Callable[[], Awaitable[object]], type[Exception], str]] = [
+    (
+        "serve_tcp config dict",
+        lambda: _TCP(0, config={"x": 1}),
+        TypeError,
+        r"config must be a trio_h2t\.TransportConfig or None, not dict \(build one",
+    ),
+    ("serve_tcp config empty dict", lambda: _TCP(0, config={}), TypeError, "config must be"),
+    (
+        "serve_tcp ssl_context str",
+        lambda: _TCP(0, ssl_context="tls"),
+        TypeError,
+        r"ssl_context must be an ssl\.SSLContext or None, not str",
+    ),
+    ("serve_tcp port str", lambda: _TCP("8080"), TypeError, "port must be an int, not str"),
+    ("serve_tcp port bool", lambda: _TCP(True), TypeError, "port must be an int, not bool"),
+    ("serve_tcp port negative", lambda: _TCP(-1), ValueError, r"port must be in 0\.\.65535"),
+    ("serve_tcp port too big", lambda: _TCP(65536), ValueError, r"port must be in 0\.\.65535"),
+    (
+        "serve_tcp host int",
+        lambda: _TCP(0, host=127),
+        TypeError,
+        "host must be a str or None, not int",
+    ),
+    (
+        "serve_tcp host bytes",
+        lambda: _TCP(0, host=b"127.0.0.1"),
+        TypeError,
+        "host must be a str or None, not bytes",
+    ),
+    ("serve_tcp host empty", lambda: _TCP(0, host=""), ValueError, "host must not be empty"),
+    (
+        "open_server config dict",
+        _entered(lambda: _SERVER(0, config={"x": 1})),
+        TypeError,
+        "config must be",
+    ),
+    (
+        "open_server ssl_context str",
+        _entered(lambda: _SERVER(0, ssl_context="tls")),
+        TypeError,
+        "ssl_context must be",
+    ),
+    ("open_server port str", _entered(lambda: _SERVER("0")), TypeError, "port must be an int"),
+    ("open_server host int", _entered(lambda: _SERVER(0, host=1)), TypeError, "host must be a str"),
+    (
+        "serve_listeners config dict",
+        lambda: h2t.serve_listeners(handler, [], config={"x": 1}),
+        TypeError,
+        "config must be",
+    ),
+    (
+        "serve_listeners one listener",
+        lambda: h2t.serve_listeners(handler, _NoListener()),
+        TypeError,
+        r"not one _NoListener: pass \[listener\]",
+    ),
+    (
+        "serve_listeners not listeners",
+        lambda: h2t.serve_listeners(handler, [_STREAM]),
+        TypeError,
+        r"listeners\[0\] must be a trio\.abc\.Listener, not StapledStream",
+    ),
+    (
+        "serve_listeners not a sequence",
+        lambda: h2t.serve_listeners(handler, 8080),
+        TypeError,
+        "listeners must be a sequence",
+    ),
+    (
+        "serve_connection transport",
+        lambda: h2t.serve_connection(object(), handler),
+        TypeError,
+        r"transport must be a trio\.abc\.Stream .*not object",
+    ),
+    (
+        "serve_connection config dict",
+        lambda: h2t.serve_connection(_STREAM, handler, config={}),
+        TypeError,
+        "config must be",
+    ),
+    (
+        "open_connection host int",
+        _entered(lambda: _CONNECT(127, 80)),
+        TypeError,
+        "host must be a str, not int",
+    ),
+    (
+        "open_connection host empty",
+        _entered(lambda: _CONNECT("", 80)),
+        ValueError,
+        "host must not be empty",
+    ),
+    (
+        "open_connection port str",
+        _entered(lambda: _CONNECT("127.0.0.1", "80")),
+        TypeError,
+        "port must be an int, not str",
+    ),
+    (
+        "open_connection port 0",
+        _entered(lambda: _CONNECT("127.0.0.1", 0)),
+        ValueError,
+        r"port must be in 1\.\.65535",
+    ),
+    (
+        "open_connection ssl_context str",
+        _entered(lambda: _CONNECT("127.0.0.1", 443, ssl_context="tls")),
+        TypeError,
+        r"ssl_context must be an ssl\.SSLContext",
+    ),
+    (
+        "open_connection connect_timeout str",
+        _entered(lambda: _CONNECT("127.0.0.1", 80, connect_timeout="5")),
+        TypeError,
+        r"connect_timeout must be a number of seconds \(int or float\) or None, not str",
+    ),
+    (
+        "open_connection connect_timeout bool",
+        _entered(lambda: _CONNECT("127.0.0.1", 80, connect_timeout=True)),
+        TypeError,
+        "connect_timeout must be a number",
+    ),
+    (
+        "open_connection connect_timeout negative",
+        _entered(lambda: _CONNECT("127.0.0.1", 80, connect_timeout=-1)),
+        ValueError,
+        "connect_timeout must be > 0 seconds",
+    ),
+    (
+        "open_connection connect_timeout nan",
+        _entered(lambda: _CONNECT("127.0.0.1", 80, connect_timeout=float("nan"))),
+        ValueError,
+        "connect_timeout must be > 0 seconds",
+    ),
+    (
+        "open_connection config dict",
+        _entered(lambda: _CONNECT("127.0.0.1", 80, config={"x": 1})),
+        TypeError,
+        "config must be",
+    ),
+    (
+        "open_unix_connection path int",
+        _entered(lambda: h2t.open_unix_connection(5)),
+        TypeError,
+        r"path must be a str or an os\.PathLike, not int",
+    ),
+    (
+        "open_unix_connection config dict",
+        _entered(lambda: h2t.open_unix_connection("/x", config={})),
+        TypeError,
+        "config must be",
+    ),
+    (
+        "open_client_connection transport",
+        _entered(lambda: h2t.open_client_connection(object())),
+        TypeError,
+        r"transport must be a trio\.abc\.Stream",
+    ),
+    (
+        "open_client_connection authority int",
+        _entered(lambda: h2t.open_client_connection(_STREAM, authority=5)),
+        TypeError,
+        "authority must be a str, not int",
+    ),
+    (
+        "open_client_connection authority non-ASCII",
+        _entered(lambda: h2t.open_client_connection(_STREAM, authority="exämple")),
+        ValueError,
+        "authority must be ASCII",
+    ),
+    (
+        "open_client_connection scheme bytes",
+        _entered(lambda: h2t.open_client_connection(_STREAM, scheme=b"http")),
+        TypeError,
+        "scheme must be a str, not bytes",
+    ),
+    (
+        "open_client_connection config dict",
+        _entered(lambda: h2t.open_client_connection(_STREAM, config={})),
+        TypeError,
+        "config must be",
+    ),
+    (
+        "TransportConfig int field str",
+        _built(max_concurrent_streams="x"),
+        TypeError,
+        r"max_concurrent_streams must be an int, not str \('x'\)",
+    ),
+    (
+        "TransportConfig int field bool",
+        _built(max_concurrent_streams=True),
+        TypeError,
+        "max_concurrent_streams must be an int, not bool",
+    ),
+    (
+        "TransportConfig int field float",
+        _built(write_quota=1.5),
+        TypeError,
+        "write_quota must be an int, not float",
+    ),
+    (
+        "TransportConfig float field str",
+        _built(graceful_close_timeout="5"),
+        TypeError,
+        r"graceful_close_timeout must be a number \(int or float\), not str",
+    ),
+    (
+        "TransportConfig float field bool",
+        _built(window_update_ratio=True),
+        TypeError,
+        "window_update_ratio must be a number",
+    ),
+    (
+        "TransportConfig bool field int",
+        _built(dynamic_window=1),
+        TypeError,
+        "dynamic_window must be a bool, not int",
+    ),
+    (
+        "TransportConfig out of range",
+        _built(max_concurrent_streams=0),
+        ValueError,
+        "max_concurrent_streams must be >= 1",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [pytest.param(call, error, message, id=name) for name, call, error, message in ARGUMENT_CASES],
+)
+async def test_entry_points_refuse_wrong_arguments_at_once(
+    call: Callable[[], Awaitable[object]], error: type[Exception], message: str
+) -> None:
+    """Every entry point (and TransportConfig) refuses a wrong argument with a TypeError
+    or ValueError naming it and what it must be, before any I/O (not even a checkpoint)."""
+    with trio.testing.assert_no_checkpoints(), pytest.raises(error, match=message):
+        await call()

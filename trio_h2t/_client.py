@@ -13,7 +13,7 @@ from typing import final
 import trio
 from h2.errors import ErrorCodes
 
-from ._config import TransportConfig
+from ._config import TransportConfig, resolve_config
 from ._connection import ConnectionCore
 from ._exceptions import (
     ConnectionClosingError,
@@ -38,6 +38,13 @@ from ._util import (
     ALPN_H2,
     NOT_TLS_REASONS,
     NoPublicConstructor,
+    check_ascii,
+    check_host,
+    check_path,
+    check_port,
+    check_ssl_context,
+    check_stream,
+    check_timeout,
     looks_like_tls,
     require_trio,
     unwrap_single,
@@ -362,14 +369,28 @@ async def open_client_connection(
     wait), or at once if the block raised; either way no task outlives it, and the
     transport is closed.
 
+    A fault inside the connection (a bug in its reader or loopy, an odd exception
+    from the transport) ends it like a lost connection: the calls waiting on it raise
+    ConnectionLostError with the bug in their ``__cause__`` chain, the server gets
+    GOAWAY(INTERNAL_ERROR), and the fault is logged once at ERROR; it does not come
+    out of the block itself. An exception raised in the block (a trio_h2t call's
+    included) comes out unchanged, after the connection was closed (docs/errors.md,
+    "When a connection faults").
+
     Checkpoint: entering (it waits for the server's SETTINGS, at most
     ``config.handshake_timeout``) and leaving.
 
     Raises:
         ConnectionLostError: the server did not complete the handshake.
+        TypeError: at once, before any I/O: ``transport`` is not a trio.abc.Stream,
+            ``authority`` or ``scheme`` not a str, ``config`` not a TransportConfig.
+        ValueError: at once: ``authority`` or ``scheme`` is not ASCII.
     """
     require_trio("trio_h2t.open_client_connection")
-    config = config or TransportConfig()
+    check_stream(transport)
+    check_ascii("authority", authority)
+    check_ascii("scheme", scheme)
+    config = resolve_config(config)
     core = ConnectionCore(transport, client_side=True, config=config)
     try:
         async with unwrap_single(), trio.open_nursery() as nursery:
@@ -477,11 +498,20 @@ async def open_connection(
         ConnectionLostError: cannot connect (the reason is in the message), no
             connection within ``connect_timeout``, the TLS handshake failed, or the
             server did not select ALPN "h2".
-        ValueError: at once: ``host`` is not a host name or address (a URL, say), or
+        TypeError: at once, before any I/O: ``host`` is not a str, ``port`` not an
+            int, ``ssl_context`` not an ssl.SSLContext, ``connect_timeout`` not a
+            number, ``config`` not a TransportConfig.
+        ValueError: at once: ``host`` is empty or not a host name or address (a URL,
+            say), ``port`` is not in 1..65535, ``connect_timeout`` is not > 0, or
             ``ssl_context`` is a server-side context (``PROTOCOL_TLS_SERVER``).
     """
     require_trio("trio_h2t.open_connection")
-    if isinstance(host, str) and "/" in host:
+    check_host(host, optional=False)
+    check_port(port, lowest=1)
+    check_ssl_context(ssl_context)
+    check_timeout("connect_timeout", connect_timeout)
+    config = resolve_config(config)
+    if "/" in host:
         raise ValueError(
             f"host must be a host name or IP address, not {host!r}"
             " (for a URL, pass its host and port: open_connection('example.com', 443,"
@@ -562,8 +592,12 @@ async def open_unix_connection(
 
     Raises:
         ConnectionLostError: cannot connect (the reason is in the message).
+        TypeError: at once, before any I/O: ``path`` is not a str or os.PathLike,
+            ``config`` not a TransportConfig.
     """
     require_trio("trio_h2t.open_unix_connection")
+    check_path(path)
+    config = resolve_config(config)
     try:
         transport = await trio.open_unix_socket(os.fspath(path))
     except OSError as exc:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import final
 
 from ._controlbuf import DEFAULT_THROTTLE_LIMIT
 
-__all__ = ["TransportConfig"]
+__all__ = ["TransportConfig", "resolve_config"]
 
 #: RFC 9113 §6.5.2: the initial flow-control window and the smallest MAX_FRAME_SIZE.
 RFC_DEFAULT_WINDOW = 65_535
@@ -21,7 +21,11 @@ MAX_WINDOW = 2**31 - 1
 class TransportConfig:
     """Settings shared by clients and servers. Every field is keyword-only.
 
-    The defaults follow grpc-go's transport unless a comment says otherwise.
+    The defaults follow grpc-go's transport unless a comment says otherwise. Each
+    field is checked when the object is built: a value of the wrong type is a
+    ``TypeError`` (an ``int`` field takes an ``int`` and refuses a ``bool``; a
+    ``float`` field takes an ``int`` or a ``float``; ``dynamic_window`` takes only a
+    ``bool``), a value out of range a ``ValueError``; either names the field.
     """
 
     #: SETTINGS_MAX_CONCURRENT_STREAMS we advertise. A server refuses streams beyond
@@ -69,6 +73,19 @@ class TransportConfig:
     handshake_timeout: float = 20.0
 
     def __post_init__(self) -> None:
+        # Types first (``from __future__ import annotations``: field.type is the
+        # annotation's text), so the range checks below compare numbers only. A bool
+        # is an int to Python, and True would silently mean 1: refused, as
+        # ``end_stream`` refuses 0 and 1.
+        for field in fields(self):
+            value = getattr(self, field.name)
+            annotation = str(field.type)
+            kinds, what = _FIELD_KINDS[annotation]
+            if not isinstance(value, kinds) or isinstance(value, bool) != (annotation == "bool"):
+                raise TypeError(
+                    f"{field.name} must be {what}, not {type(value).__name__} ({value!r})"
+                )
+
         def check(name: str, ok: bool, rule: str) -> None:
             if not ok:
                 raise ValueError(f"{name} must be {rule}, not {getattr(self, name)!r}")
@@ -99,3 +116,29 @@ class TransportConfig:
         check("throttle_limit", self.throttle_limit >= 1, ">= 1")
         check("graceful_close_timeout", self.graceful_close_timeout >= 0, ">= 0")
         check("handshake_timeout", self.handshake_timeout > 0, "> 0")
+
+
+#: What a ``TransportConfig`` field of each annotation accepts (a float field takes an
+#: int too), and how the error names it.
+_FIELD_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "int": ((int,), "an int"),
+    "float": ((int, float), "a number (int or float)"),
+    "bool": ((bool,), "a bool"),
+}
+
+
+def resolve_config(config: object) -> TransportConfig:
+    """``config`` itself, or the default ``TransportConfig()`` for None.
+
+    Raises:
+        TypeError: ``config`` is anything else (a ``dict`` of options, say: the
+            message says how to build one).
+    """
+    if config is None:
+        return TransportConfig()
+    if not isinstance(config, TransportConfig):
+        hint = " (build one: TransportConfig(**options))" if isinstance(config, dict) else ""
+        raise TypeError(
+            f"config must be a trio_h2t.TransportConfig or None, not {type(config).__name__}" + hint
+        )
+    return config

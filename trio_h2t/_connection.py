@@ -19,6 +19,13 @@ the server: they build on it.
 Ownership: fields are tagged with the task that owns them. Everything runs on one
 thread and every shared mutation happens between two awaits.
 
+A connection is a fault boundary: an unexpected exception in any of its tasks (a
+bug in trio_h2t or h2, an odd exception from a transport wrapper) goes to ``fault``,
+which ends this connection only, as any other ending does, and logs it once. Each
+task reports its own faults (the reader, loopy, the handler runner, the handshake
+timer, through ``run_task``); the server's ``_serve`` catches whatever else leaves the
+connection's nursery.
+
 Errors are sticky: the first error that ends the connection is kept in ``error``;
 every stream still open fails with it, the control buffer is finished with it (so
 queued stream starts are orphaned with a clear error), and every later call fails
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 import trio
 from h2.errors import ErrorCodes
@@ -124,6 +132,10 @@ class ConnectionCore:
         self.error: BaseException | None = None
         self.goaway_received: GoAwayReceived | None = None  # owner: reader
         self.goaway_sent_last_id: int | None = None  # owner: loopy
+        # shared: set once, by the first fault() (any task): the first unexpected
+        # exception (a bug) that ended the connection; our last GOAWAY then says
+        # INTERNAL_ERROR.
+        self.fault_error: BaseException | None = None
         # shared: set once, never cleared, by whichever task starts closing (the
         # application's aclose, abort, or, after the client's GOAWAY, the task that
         # ends the last stream or handler): no new streams from us.
@@ -340,9 +352,12 @@ class ConnectionCore:
 
     def final_goaway_code(self) -> int | None:
         """The GOAWAY loopy owes on its way out: None if ours was written or the peer
-        closed its side (EOF); else the protocol error's code, or NO_ERROR."""
+        closed its side (EOF); else INTERNAL_ERROR after a fault, the protocol error's
+        code, or NO_ERROR."""
         if self.goaway_sent_last_id is not None or self.eof_seen:
             return None
+        if self.fault_error is not None:
+            return ErrorCodes.INTERNAL_ERROR
         error = self.error
         if isinstance(error, H2ProtocolError):
             return int(error.error_code)
@@ -407,22 +422,45 @@ class ConnectionCore:
             # connection down before the GOAWAY is written.
             self.done.set()
 
-    def transport_fault(self, exc: Exception, method: str) -> None:
-        """End the connection because the transport's ``method`` raised ``exc``, an
-        exception outside trio's resource-error family (a broken Stream wrapper).
+    def fault(self, exc: BaseException, where: str) -> None:
+        """End the connection because ``where`` raised ``exc``: an exception that is no
+        part of any way a connection ends (a bug in trio_h2t or h2, or a transport
+        wrapper raising something other than trio's resource errors). Synchronous.
 
         Only this connection ends: its streams fail with ConnectionLostError caused
-        (through the connection's error) by ``exc``. The first such fault is logged
-        at ERROR with its traceback on the ``trio_h2t`` logger; a later one (the
-        other task hitting the same broken transport) only at DEBUG.
+        (through the connection's error, a ConnectionLostError naming ``where``) by
+        ``exc``, and loopy's last write says GOAWAY(INTERNAL_ERROR) with the real last
+        stream id, if no GOAWAY went out yet and loopy can still write
+        (``final_goaway_code``). The first fault is logged at ERROR with its traceback
+        on the ``trio_h2t`` logger; a later one (another task tripping over the same
+        broken state) only at DEBUG. Nothing is raised: the caller's task ends as it
+        would after any other ending.
         """
-        if self.error is None:
-            log.error("the transport's %s raised; closing the connection", method, exc_info=exc)
+        if self.fault_error is None:
+            self.fault_error = exc
+            log.error(
+                "%s raised %s; closing the connection",
+                where,
+                type(exc).__name__,
+                exc_info=exc,
+                extra={"h2t_fault": True},
+            )
         else:
-            log.debug("the transport's %s raised again: %r", method, exc)
-        err = ConnectionLostError(f"the transport's {method} raised {type(exc).__name__}")
+            log.debug("%s raised too: %r", where, exc)
+        err = ConnectionLostError(f"{where} raised {type(exc).__name__}")
         err.__cause__ = exc
         self.fail(err)
+
+    async def run_task(self, fn: Callable[[], Awaitable[object]], where: str) -> None:
+        """Run ``fn()`` as one of this connection's tasks, named ``where`` in a fault:
+        an unexpected exception leaving it is the connection's (:meth:`fault`), never
+        its nursery's. For tasks with no ending of their own to map (the reader, loopy
+        and the handler runner report their faults themselves). Checkpoint: as ``fn``.
+        """
+        try:
+            await fn()
+        except Exception as exc:
+            self.fault(exc, where)
 
     async def watch_handshake(self, deadline: float) -> None:
         """Fail the connection if the peer's first SETTINGS has not arrived by
@@ -445,7 +483,8 @@ class ConnectionCore:
             )
 
     async def run_loopy(self) -> None:
-        """Run loopy; turn how it ends into the connection's fate. Checkpoint: always."""
+        """Run loopy; turn how it ends into the connection's fate. Never raises but
+        for cancellation (a fault goes to :meth:`fault`). Checkpoint: always."""
         try:
             await self.loopy.run()
         except ConnectionClosingError:
@@ -455,9 +494,14 @@ class ConnectionCore:
             err.__cause__ = exc
             self.fail(err)
         except Exception as exc:
-            if not self.loopy.io_failed:
-                raise  # not from the transport: a bug in loopy, left to surface
-            self.transport_fault(exc, "send_all")
+            # From the transport's send_all, or a bug on loopy's way out (a bug inside
+            # its loop was reported by loopy itself, before its last write).
+            where = (
+                "the transport's send_all"
+                if self.loopy.io_failed
+                else "the connection's writer (loopy)"
+            )
+            self.fault(exc, where)
         finally:
             try:
                 if self.error is None:

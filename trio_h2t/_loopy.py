@@ -43,7 +43,10 @@ logs it on the ``trio_h2t`` logger, and loopy serves on. A ``StartStream`` whose
 HEADERS cannot be framed fails its opener instead (nothing went out). The ``try``
 costs nothing per item in CPython 3.11+ (zero-cost exceptions). The connection's own
 I/O errors, ``_Stop``, and faults in connection-level items (PING, SETTINGS, GOAWAY,
-a connection WINDOW_UPDATE) still end loopy: those belong to the connection.
+a connection WINDOW_UPDATE) still end loopy: those belong to the connection. Such a
+fault (any unexpected exception but one from ``send_all``) is reported to the
+connection (``LoopyCore.fault``) before loopy's last write, which therefore carries
+GOAWAY(INTERNAL_ERROR); this connection ends, and no other.
 
 On exit, for any reason but a failed or interrupted write (an I/O error, or a
 cancellation that arrived inside ``send_all``: the wire may then end mid-frame, so
@@ -153,6 +156,9 @@ class LoopyCore(Protocol):
     def stream_closed(self, stream: H2Stream) -> None:
         """Loopy ended ``stream`` (reset after a fault); idempotent."""
 
+    def fault(self, exc: BaseException, where: str) -> None:
+        """End the connection because ``where`` raised ``exc`` (a bug); logs it once."""
+
 
 #: Seconds loopy's last write (what is framed, and the final GOAWAY) may take on its
 #: way out, shielded from cancellation; a peer that does not read is cut off after it.
@@ -216,6 +222,10 @@ class Loopy:
     async def run(self) -> None:
         """Run until the control buffer is finished, CloseConnection, or an error.
 
+        Raises the connection's I/O errors and ``ConnectionClosingError`` (the buffer
+        was finished); returns after a fault, which it reported (``LoopyCore.fault``)
+        before its last write.
+
         Checkpoint: always. On cancellation: stops; what was framed but not written
         is dropped (the connection is being torn down).
         """
@@ -263,6 +273,16 @@ class Loopy:
                 self.io_failed = True
                 exit_error = exc
                 raise
+            except Exception as exc:
+                exit_error = exc
+                if self.io_failed:
+                    raise  # the transport's send_all: run_loopy reports it; no last write
+                # A bug in loopy, or in framing a connection-level item (PING,
+                # SETTINGS, GOAWAY, a connection WINDOW_UPDATE; a stream's item fails
+                # only its stream, _item_failed): the connection's fault. Reported
+                # before the last write, so that write says GOAWAY(INTERNAL_ERROR).
+                self._core.fault(exc, "the connection's writer (loopy)")
+                await self._final_write()
             except BaseException as exc:
                 exit_error = exc
                 await self._final_write()

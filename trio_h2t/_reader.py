@@ -17,6 +17,10 @@ What a new request becomes is not the reader's business: a server gives it an
 ``admit`` callable (``_server.py``'s admission, which starts the handler); without
 one every request is refused with RST_STREAM(REFUSED_STREAM).
 
+Anything unexpected raised while reading, parsing or dispatching (admission
+included) ends the reader through ``ConnectionCore.fault``: the connection ends,
+the other connections do not notice.
+
 A GOAWAY from the peer (``_on_goaway``) fails the client streams above its last
 stream id with ``StreamRefusedError`` (caused by a ``GoAwayError``) and makes every
 later ``open_stream`` raise a ``GoAwayError``; if its code is not NO_ERROR, the
@@ -138,9 +142,30 @@ class Reader:
     async def run(self) -> None:
         """Read until EOF, a protocol error, or the connection is finished (loopy ended).
 
-        Never raises for a connection ending (that becomes ``core.error``); raises
-        only for bugs. Checkpoint: always.
+        Never raises but for cancellation: a connection ending becomes ``core.error``,
+        and an unexpected exception (a bug here, in h2, in admission or in a stream's
+        dispatch; an odd one from the transport's ``receive_some``) is the
+        connection's fault (``ConnectionCore.fault``). Checkpoint: always.
         """
+        core = self._core
+        try:
+            try:
+                await self._read_loop()
+            except _PeerClosed:
+                self._on_eof()
+            except ConnectionClosingError:
+                pass  # finished: the connection is going away
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                if core.error is None:
+                    err = ConnectionLostError("the connection was lost")
+                    err.__cause__ = exc
+                    core.fail(err)
+        except Exception as exc:
+            core.fault(exc, "the connection's reader")
+
+    async def _read_loop(self) -> None:
+        """``run``'s loop: returns after a protocol error or a transport fault; raises
+        ``_PeerClosed`` at EOF, and trio's resource errors as they come."""
         core = self._core
         read = _buffer_reader(core.transport, core.config.read_buffer_size)
         # At most this many frames go through h2 per step; between steps the
@@ -149,49 +174,39 @@ class Reader:
         max_frames = core.config.max_frames_per_read
         state = self._h2
         cbuf = self._cbuf
-        try:
-            # Cancelled when loopy ends: nothing more can be written, so the
-            # connection is over even if the peer never closes its side.
-            with core.reader_scope:
-                while True:
-                    await cbuf.wait_unthrottled()  # always a schedule point
-                    data: bytes | bytearray | memoryview
-                    if state.input_pending:
-                        data = b""  # frames are still buffered: no read
-                    else:
-                        try:
-                            data = await read()
-                        except (trio.BrokenResourceError, trio.ClosedResourceError):
-                            raise
-                        except Exception as exc:
-                            core.transport_fault(exc, "receive_some")
-                            return
-                        if not data:
-                            raise _PeerClosed
-                    before = state.pending_bytes()
+        # Cancelled when loopy ends: nothing more can be written, so the
+        # connection is over even if the peer never closes its side.
+        with core.reader_scope:
+            while True:
+                await cbuf.wait_unthrottled()  # always a schedule point
+                data: bytes | bytearray | memoryview
+                if state.input_pending:
+                    data = b""  # frames are still buffered: no read
+                else:
                     try:
-                        events = state.receive_data(data, max_frames)
-                    except h2.exceptions.ProtocolError as exc:
-                        self._dispatch(state.events_before_error)
-                        # h2 queued GOAWAY(code); let loopy flush it, then stop.
-                        code = getattr(exc, "error_code", ErrorCodes.PROTOCOL_ERROR)
-                        error = RemoteProtocolError(str(exc) or type(exc).__name__, error_code=code)
-                        error.__cause__ = exc
-                        self._put(CloseConnection())
-                        core.fail(error, finish=False)
+                        data = await read()
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        raise
+                    except Exception as exc:
+                        core.fault(exc, "the transport's receive_some")
                         return
-                    announced = self._dispatch(events)
-                    if not announced and state.pending_bytes() > before:
-                        self._put(PeerResponse("auto"))
-        except _PeerClosed:
-            self._on_eof()
-        except ConnectionClosingError:
-            pass  # finished: the connection is going away
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            if core.error is None:
-                err = ConnectionLostError("the connection was lost")
-                err.__cause__ = exc
-                core.fail(err)
+                    if not data:
+                        raise _PeerClosed
+                before = state.pending_bytes()
+                try:
+                    events = state.receive_data(data, max_frames)
+                except h2.exceptions.ProtocolError as exc:
+                    self._dispatch(state.events_before_error)
+                    # h2 queued GOAWAY(code); let loopy flush it, then stop.
+                    code = getattr(exc, "error_code", ErrorCodes.PROTOCOL_ERROR)
+                    error = RemoteProtocolError(str(exc) or type(exc).__name__, error_code=code)
+                    error.__cause__ = exc
+                    self._put(CloseConnection())
+                    core.fail(error, finish=False)
+                    return
+                announced = self._dispatch(events)
+                if not announced and state.pending_bytes() > before:
+                    self._put(PeerResponse("auto"))
 
     def _on_eof(self) -> None:
         core = self._core

@@ -12,6 +12,11 @@ the ``H2Stream`` and starts the handler runner (``_Admission.run_handler``) in t
 connection's nursery. The runner turns how the handler ended into what the peer
 sees: a 500 if no headers went out, a RST_STREAM otherwise (docs/errors.md,
 "Handler errors").
+
+Each connection is a fault boundary (docs/errors.md, "When a connection faults"): its
+tasks report their own bugs to ``ConnectionCore.fault``, ``_serve`` catches whatever
+else leaves the connection, and ``serve_listeners`` guards the step before it (the TLS
+handshake), so only cancellation and the listeners' own errors leave ``serve_tcp``.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import h2.events
 import trio
 from h2.errors import ErrorCodes
 
-from ._config import TransportConfig
+from ._config import TransportConfig, resolve_config
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
 from ._items import Data, Headers, PeerResponse, ResetStream
@@ -42,6 +47,10 @@ from ._util import (
     NOT_TLS_REASONS,
     TLS_ALERT_PROTOCOL_VERSION,
     NoPublicConstructor,
+    check_host,
+    check_port,
+    check_ssl_context,
+    check_stream,
     require_trio,
     unwrap_single,
 )
@@ -79,6 +88,42 @@ def _check_handler(handler: object) -> None:
         raise TypeError(
             f"handler must be an async function taking the stream, not {type(handler).__name__}"
         )
+
+
+def _check_listeners(listeners: object) -> None:
+    """Refuse ``listeners`` that are not a sequence of ``trio.abc.Listener``."""
+    if isinstance(listeners, trio.abc.Listener):
+        raise TypeError(
+            f"listeners must be a sequence of trio.abc.Listener, not one"
+            f" {type(listeners).__name__}: pass [listener]"
+        )
+    if not isinstance(listeners, Sequence) or isinstance(listeners, str | bytes):
+        raise TypeError(
+            "listeners must be a sequence (a list) of trio.abc.Listener,"
+            f" not {type(listeners).__name__}"
+        )
+    for i, listener in enumerate(listeners):
+        if not isinstance(listener, trio.abc.Listener):
+            raise TypeError(
+                f"listeners[{i}] must be a trio.abc.Listener, not {type(listener).__name__}"
+            )
+
+
+def _check_tcp_server(
+    handler: object,
+    port: object,
+    host: object,
+    ssl_context: ssl.SSLContext | None,
+    config: object,
+) -> TransportConfig:
+    """The checks of ``serve_tcp`` and ``open_server``, before anything is bound;
+    returns the config to use."""
+    _check_handler(handler)
+    check_port(port, lowest=0)
+    check_host(host, optional=True)
+    check_ssl_context(ssl_context)  # its type first: the side check reads .protocol
+    _check_server_context(ssl_context)
+    return resolve_config(config)
 
 
 def _check_server_context(ssl_context: ssl.SSLContext | None) -> None:
@@ -156,70 +201,79 @@ class _Admission:
         return False
 
     async def run_handler(self, stream: H2Stream) -> None:
-        """Run the handler on ``stream``; answer for how it ended. Checkpoint: always."""
-        core = self._core
-        handler = self._handler
-        scope = stream._cancel_scope
-        assert scope is not None
-        raised = outside = False
+        """Run the handler on ``stream``; answer for how it ended. Checkpoint: always.
+
+        The handler's own exceptions are answered (a 500 or a reset) and logged; an
+        exception from this runner itself (a bug) is the connection's fault
+        (``ConnectionCore.fault``), never raised into the connection's nursery. (A
+        ``try`` here, not a wrapper task: it costs nothing per request.)
+        """
         try:
-            with scope:
-                await handler(stream)
-        except (StreamResetError, ConnectionClosingError, ConnectionLostError) as exc:
-            raised = True
-            if stream._error is None:
-                self._handler_failed(stream)
-            else:
-                # The stream failed under the handler (the peer reset it, or the
-                # connection ended) before it could be cancelled: not its bug.
-                log.debug("handler for stream %d stopped: %r", stream.stream_id, exc)
-        except Exception as exc:
-            raised = True
-            tb = exc.__traceback__
-            if isinstance(exc, TypeError) and tb is not None and tb.tb_next is None:
-                # Raised by the ``await`` above, not inside the handler: it returned
-                # something that is not awaitable (a plain ``def``). Said here, off the
-                # hot path, instead of checking every handler's result.
-                exc.add_note(f"a handler must be an async function; {handler!r} is not")
-            self._handler_failed(stream)
-        except BaseException:
-            # Cancelled from outside the stream's scope (the task running the server
-            # was cancelled), or KeyboardInterrupt: the handler did not return, so no
-            # 500 and no warning; the stream is reset with CANCEL below.
-            raised = outside = True
-            raise
-        finally:
-            core.handlers_running -= 1
-            if not raised and not scope.cancelled_caught and self._answer_500(stream):
-                log.warning(
-                    "handler for stream %d returned without a response; answered 500",
-                    stream.stream_id,
-                )
-            if not stream._closed:
-                if stream._end_queued and stream._error is None:
-                    # The response is complete: close the request side too
-                    # (RST_STREAM(NO_ERROR) after the response, if still open).
-                    if stream._recv_ended:
-                        pass  # closes when loopy writes our END_STREAM
-                    elif stream._out.done:
-                        core.reset_stream(stream, ErrorCodes.NO_ERROR, None)
-                    else:
-                        # Loopy resets once it has written our END_STREAM.
-                        core._put(ResetStream(stream, ErrorCodes.NO_ERROR, after_end=True))
+            core = self._core
+            handler = self._handler
+            scope = stream._cancel_scope
+            assert scope is not None
+            raised = outside = False
+            try:
+                with scope:
+                    await handler(stream)
+            except (StreamResetError, ConnectionClosingError, ConnectionLostError) as exc:
+                raised = True
+                if stream._error is None:
+                    self._handler_failed(stream)
                 else:
-                    if not raised and not scope.cancelled_caught:
-                        log.warning(
-                            "handler for stream %d returned without ending its response;"
-                            " resetting it",
-                            stream.stream_id,
-                        )
-                    code = (
-                        ErrorCodes.CANCEL
-                        if scope.cancelled_caught or outside
-                        else ErrorCodes.INTERNAL_ERROR
+                    # The stream failed under the handler (the peer reset it, or the
+                    # connection ended) before it could be cancelled: not its bug.
+                    log.debug("handler for stream %d stopped: %r", stream.stream_id, exc)
+            except Exception as exc:
+                raised = True
+                tb = exc.__traceback__
+                if isinstance(exc, TypeError) and tb is not None and tb.tb_next is None:
+                    # Raised by the ``await`` above, not inside the handler: it returned
+                    # something that is not awaitable (a plain ``def``). Said here, off the
+                    # hot path, instead of checking every handler's result.
+                    exc.add_note(f"a handler must be an async function; {handler!r} is not")
+                self._handler_failed(stream)
+            except BaseException:
+                # Cancelled from outside the stream's scope (the task running the server
+                # was cancelled), or KeyboardInterrupt: the handler did not return, so no
+                # 500 and no warning; the stream is reset with CANCEL below.
+                raised = outside = True
+                raise
+            finally:
+                core.handlers_running -= 1
+                if not raised and not scope.cancelled_caught and self._answer_500(stream):
+                    log.warning(
+                        "handler for stream %d returned without a response; answered 500",
+                        stream.stream_id,
                     )
-                    stream.reset(code)
-            core.check_idle()
+                if not stream._closed:
+                    if stream._end_queued and stream._error is None:
+                        # The response is complete: close the request side too
+                        # (RST_STREAM(NO_ERROR) after the response, if still open).
+                        if stream._recv_ended:
+                            pass  # closes when loopy writes our END_STREAM
+                        elif stream._out.done:
+                            core.reset_stream(stream, ErrorCodes.NO_ERROR, None)
+                        else:
+                            # Loopy resets once it has written our END_STREAM.
+                            core._put(ResetStream(stream, ErrorCodes.NO_ERROR, after_end=True))
+                    else:
+                        if not raised and not scope.cancelled_caught:
+                            log.warning(
+                                "handler for stream %d returned without ending its response;"
+                                " resetting it",
+                                stream.stream_id,
+                            )
+                        code = (
+                            ErrorCodes.CANCEL
+                            if scope.cancelled_caught or outside
+                            else ErrorCodes.INTERNAL_ERROR
+                        )
+                        stream.reset(code)
+                core.check_idle()
+        except Exception as exc:  # not the handler's: this runner's own bug
+            self._core.fault(exc, f"the handler runner of stream {stream.stream_id}")
 
     def _handler_failed(self, stream: H2Stream) -> None:
         # Called from an except clause: log.exception records the handler's traceback.
@@ -348,22 +402,30 @@ async def serve_connection(
     closes (``_sniff.py``). Peer misbehaviour is answered on the
     wire (GOAWAY or RST_STREAM) and logged at DEBUG; it does not raise here. A client
     that has not sent its preface and first SETTINGS within ``config.handshake_timeout``
-    seconds is disconnected. An unexpected exception from the transport's
-    ``receive_some`` or ``send_all`` (not a trio resource error) ends this connection
-    only: it is logged once at ERROR and does not raise here.
+    seconds is disconnected. A fault (a bug in one of the connection's tasks, or an
+    exception other than trio's resource errors from the transport's
+    ``receive_some`` or ``send_all``) ends the connection as any other ending does: its
+    client gets GOAWAY(INTERNAL_ERROR) if it can still be written, the fault is
+    logged once at ERROR on ``trio_h2t``, ``ServerConnection.error`` is a
+    ConnectionLostError caused by it, and this returns: it never raises for anything
+    that happened on the connection (docs/errors.md, "When a connection faults").
 
     Checkpoint: always. On cancellation: every handler is cancelled and the
     transport closed at once (use :meth:`ServerConnection.aclose` or
     :meth:`H2Server.aclose` for a graceful drain).
 
     Raises:
-        TypeError: ``handler`` is not callable (nothing is written). A handler that
-            returns something other than an awaitable (a plain ``def``) is answered
-            with a 500 and logged as a TypeError, like any failing handler.
+        TypeError: ``handler`` is not callable, ``transport`` not a trio.abc.Stream,
+            or ``config`` not a TransportConfig (nothing is read or written). A
+            handler that returns something other than an awaitable (a plain ``def``)
+            is answered with a 500 and logged as a TypeError, like any failing
+            handler.
     """
     require_trio("trio_h2t.serve_connection")
     _check_handler(handler)
-    await _serve(transport, handler, config or TransportConfig(), None, task_status)
+    check_stream(transport)
+    config = resolve_config(config)
+    await _serve(transport, handler, config, None, task_status)
 
 
 async def _serve(
@@ -373,6 +435,16 @@ async def _serve(
     registry: set[ConnectionCore] | None,
     task_status: trio.TaskStatus[ServerConnection],
 ) -> None:
+    """Serve one connection until it ends; the transport is closed on return.
+
+    The connection's fault boundary: never raises but for cancellation (and
+    ``BaseException`` such as ``KeyboardInterrupt``). How the connection ended is
+    ``core.error``. Its tasks report their own faults (``ConnectionCore.fault``);
+    whatever else leaves its nursery, or comes from the steps here (the sniff, our
+    preface, the lingering close), is caught below: a trio resource error is the
+    client going away, anything else a fault. Neither reaches the caller, so one
+    connection never ends a server's other connections.
+    """
     core = ConnectionCore(transport, client_side=False, config=config)
     # The preface and SETTINGS must arrive by then, the first-bytes sniff included.
     deadline = trio.current_time() + config.handshake_timeout
@@ -386,7 +458,7 @@ async def _serve(
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raise
             except Exception as exc:  # a broken Stream wrapper: this connection only
-                core.transport_fault(exc, "receive_some")
+                core.fault(exc, "the transport's receive_some")
                 return
             if first is None:
                 return  # an HTTP/1.x request, answered (505); nothing of HTTP/2
@@ -394,16 +466,21 @@ async def _serve(
             # HTTP/2 state, and a server stopping just cancels it.
             if registry is not None:
                 registry.add(core)
+            core.h2.prime(first)
             try:
-                core.h2.prime(first)
                 await core.send_preface()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raise
             except Exception as exc:  # a broken Stream wrapper: this connection only
-                core.transport_fault(exc, "send_all")
+                core.fault(exc, "the transport's send_all")
                 return
             nursery.start_soon(core.run_loopy, name="h2-loopy")
-            nursery.start_soon(core.watch_handshake, deadline, name="h2-handshake-timeout")
+            nursery.start_soon(
+                core.run_task,
+                functools.partial(core.watch_handshake, deadline),
+                "the connection's handshake timer",
+                name="h2-handshake-timeout",
+            )
             await reader.run()
             # The reader ended: the connection is over (EOF, protocol error, or
             # finished). Let loopy flush a final GOAWAY, then stop everything.
@@ -415,14 +492,31 @@ async def _serve(
         loopy = core.loopy
         if core.closing and not core.eof_seen and not (loopy.io_failed or loopy.write_cut):
             await _linger(transport)
-    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        log.debug("connection ended: %r", exc)
+    except* (trio.BrokenResourceError, trio.ClosedResourceError) as group:
+        # The client hung up (or reset) before the reader took over: not a fault.
+        gone = _only(group)
+        log.debug("connection ended: %r", gone)
+        if core.error is None:
+            err = ConnectionLostError("the connection was lost")
+            err.__cause__ = gone
+            core.fail(err)
+    except* Exception as group:
+        core.fault(_only(group), "the server connection")
     finally:
         if registry is not None:
             registry.discard(core)
         await trio.aclose_forcefully(transport)
     if core.error is not None:
         log.debug("connection ended: %r", core.error)
+
+
+def _only(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The one exception in ``group`` (however deeply nested), or ``group`` itself if
+    it holds several."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 #: Seconds a server waits, after closing a connection gracefully, for the client to
@@ -521,29 +615,53 @@ async def serve_listeners(
     ``config.handshake_timeout``.
 
     Use with ``nursery.start``: it reports an :class:`H2Server`. Runs until
-    cancelled or stopped with ``H2Server.aclose``. The listeners are closed when
-    this returns, whatever the reason (stopped, cancelled, or crashed).
+    cancelled or stopped with ``H2Server.aclose``. Each connection is a fault
+    boundary: whatever happens on one (its client leaving, a protocol error, even a
+    bug inside it, logged once at ERROR) ends that connection only, never this call.
+    The listeners are closed when this returns, whatever the reason (stopped,
+    cancelled, or crashed).
 
     Checkpoint: always. On cancellation: all connections are closed at once and the
     listeners closed.
 
     Raises:
-        TypeError: ``handler`` is not callable (nothing is accepted).
+        TypeError: ``handler`` is not callable, ``listeners`` not a sequence of
+            trio.abc.Listener, or ``config`` not a TransportConfig (nothing is
+            accepted).
+        Exception: a listener's ``accept`` raised something other than ``OSError``
+            (an ``OSError``, such as EMFILE, is logged and retried): every connection
+            is cancelled, the listeners closed, and the error raised (in an
+            ExceptionGroup, from this call's nursery).
     """
     require_trio("trio_h2t.serve_listeners")
     _check_handler(handler)
-    config = config or TransportConfig()
+    _check_listeners(listeners)
+    config = resolve_config(config)
     try:
         async with trio.open_nursery() as nursery:
             server = H2Server._create(listeners, nursery)
 
             async def one(stream: trio.abc.Stream) -> None:
-                if server._stopping:
+                try:
+                    if server._stopping:
+                        return
+                    if isinstance(stream, trio.SSLStream) and not await _tls_ok(stream, config):
+                        return
+                    await _serve(
+                        stream, handler, config, server._connections, trio.TASK_STATUS_IGNORED
+                    )
+                except Exception as exc:
+                    # _serve is the connection's own boundary and never raises; this
+                    # covers what runs before it (the TLS handshake): one accepted
+                    # connection never ends the server.
+                    log.error(
+                        "taking on an accepted connection raised %s; closing it",
+                        type(exc).__name__,
+                        exc_info=exc,
+                        extra={"h2t_fault": True},
+                    )
+                finally:
                     await trio.aclose_forcefully(stream)
-                    return
-                if isinstance(stream, trio.SSLStream) and not await _tls_ok(stream, config):
-                    return
-                await _serve(stream, handler, config, server._connections, trio.TASK_STATUS_IGNORED)
 
             async def accept_loop(listener: trio.abc.Listener[Any]) -> None:
                 while True:
@@ -623,21 +741,25 @@ async def serve_tcp(
 
     Use with ``nursery.start``: it reports an :class:`H2Server` (``.port``,
     ``.aclose()``); or use :func:`open_server`. Runs until cancelled or stopped with
-    ``H2Server.aclose``; the listening sockets are closed when it returns.
+    ``H2Server.aclose``; the listening sockets are closed when it returns, however
+    it returns. Nothing that happens on one connection raises here (see
+    :func:`serve_listeners`).
 
     Checkpoint: always. On cancellation: all connections are closed at once and the
     listening sockets closed.
 
     Raises:
-        TypeError: ``handler`` is not callable (before anything is bound).
-        ValueError: ``ssl_context`` is a client-side context (``PROTOCOL_TLS_CLIENT``,
-            what ``ssl.create_default_context()`` makes; a server needs
-            ``ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)``).
+        TypeError: before anything is bound: ``handler`` is not callable, ``port`` not
+            an int, ``host`` not a str or None, ``ssl_context`` not an
+            ssl.SSLContext, ``config`` not a TransportConfig.
+        ValueError: before anything is bound: ``port`` is not in 0..65535, ``host``
+            is empty, or ``ssl_context`` is a client-side context
+            (``PROTOCOL_TLS_CLIENT``, what ``ssl.create_default_context()`` makes; a
+            server needs ``ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)``).
         OSError: binding ``port`` failed.
     """
     require_trio("trio_h2t.serve_tcp")
-    _check_handler(handler)
-    _check_server_context(ssl_context)
+    config = _check_tcp_server(handler, port, host, ssl_context, config)
     tcp_listeners = await trio.open_tcp_listeners(port, host=host)
     listeners: list[trio.abc.Listener[Any]] = list(tcp_listeners)
     if ssl_context is not None:
@@ -668,9 +790,11 @@ async def open_server(
     leaving. On cancellation: entering, nothing remains listening; leaving, the drain
     stops and every connection is cancelled.
 
-    Raises (entering): as :func:`serve_tcp`.
+    Raises (entering): as :func:`serve_tcp` (wrong arguments at once, before the
+    server's task starts).
     """
     require_trio("trio_h2t.open_server")
+    config = _check_tcp_server(handler, port, host, ssl_context, config)
     async with unwrap_single(), trio.open_nursery() as nursery:
         server: H2Server = await nursery.start(
             functools.partial(

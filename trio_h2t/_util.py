@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import math
+import os
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn, TypeVar
 
@@ -13,6 +16,13 @@ __all__ = [
     "NOT_TLS_REASONS",
     "TLS_ALERT_PROTOCOL_VERSION",
     "NoPublicConstructor",
+    "check_ascii",
+    "check_host",
+    "check_path",
+    "check_port",
+    "check_ssl_context",
+    "check_stream",
+    "check_timeout",
     "fixup_module_metadata",
     "looks_like_tls",
     "require_trio",
@@ -56,6 +66,76 @@ def require_trio(what: str) -> None:
             f"{what} must run inside trio.run(): trio_h2t is Trio-only and no Trio run is "
             "active in this thread (asyncio.run() cannot drive it)"
         ) from None
+
+
+# -- entry-point argument checks ------------------------------------------------------
+# Each raises TypeError (wrong type) or ValueError (wrong value) naming the argument
+# and what it must be; the entry points call them before any I/O (docs/errors.md).
+
+
+def _name(value: object) -> str:
+    return type(value).__name__
+
+
+def check_stream(transport: object) -> None:
+    """``transport`` must be a ``trio.abc.Stream``."""
+    if not isinstance(transport, trio.abc.Stream):
+        raise TypeError(
+            "transport must be a trio.abc.Stream (a trio.SocketStream, trio.SSLStream,"
+            f" a stream from trio.testing...), not {_name(transport)}"
+        )
+
+
+def check_ssl_context(ssl_context: object) -> None:
+    """``ssl_context`` must be an ``ssl.SSLContext`` or None."""
+    if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+        raise TypeError(f"ssl_context must be an ssl.SSLContext or None, not {_name(ssl_context)}")
+
+
+def check_port(port: object, *, lowest: int) -> None:
+    """``port`` must be an ``int`` (not a bool, not a str) in ``lowest..65535``."""
+    if not isinstance(port, int) or isinstance(port, bool):
+        raise TypeError(f"port must be an int, not {_name(port)} ({port!r})")
+    if not lowest <= port <= 65535:
+        raise ValueError(f"port must be in {lowest}..65535, not {port}")
+
+
+def check_host(host: object, *, optional: bool) -> None:
+    """``host`` must be a non-empty ``str`` (or None, if ``optional``)."""
+    if host is None and optional:
+        return
+    if not isinstance(host, str):
+        none = " or None" if optional else ""
+        raise TypeError(f"host must be a str{none}, not {_name(host)} ({host!r})")
+    if not host:
+        raise ValueError("host must not be empty")
+
+
+def check_path(path: object) -> None:
+    """A Unix socket ``path`` must be a ``str`` or an ``os.PathLike``."""
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or an os.PathLike, not {_name(path)} ({path!r})")
+
+
+def check_timeout(name: str, value: object) -> None:
+    """``value`` must be None (no bound) or a number of seconds > 0 (not a bool)."""
+    if value is None:
+        return
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise TypeError(
+            f"{name} must be a number of seconds (int or float) or None, not {_name(value)}"
+            f" ({value!r})"
+        )
+    if math.isnan(value) or value <= 0:
+        raise ValueError(f"{name} must be > 0 seconds (or None: no bound), not {value!r}")
+
+
+def check_ascii(name: str, value: object) -> None:
+    """``value`` must be an ASCII ``str`` (it goes on the wire as is)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {_name(value)} ({value!r})")
+    if not value.isascii():
+        raise ValueError(f"{name} must be ASCII, not {value!r}")
 
 
 @contextlib.asynccontextmanager
