@@ -50,6 +50,7 @@ SANS_IO = frozenset(
         "_hpack",
         "_items",
         "_outstream",
+        "_ratelimit",
         "_statistics",
         "_util",
         "_version",
@@ -63,6 +64,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_version": frozenset(),
     "_util": frozenset(),
     "_flow": frozenset(),
+    "_ratelimit": frozenset(),
     "_headers": frozenset(),
     "_hpack": frozenset(),
     "_exceptions": frozenset(),
@@ -117,7 +119,9 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_stream",
         }
     ),
-    "_reader": frozenset({"_connection", "_exceptions", "_flow", "_h2state", "_items", "_stream"}),
+    "_reader": frozenset(
+        {"_connection", "_exceptions", "_flow", "_h2state", "_items", "_ratelimit", "_stream"}
+    ),
     "_client": frozenset(
         {
             "_config",

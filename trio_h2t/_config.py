@@ -65,6 +65,15 @@ class TransportConfig:
     #: per side, and two ends that both stop reading while both write more than
     #: the link holds would wait for each other (docs/controlbuf.md).
     throttle_limit: int = DEFAULT_THROTTLE_LIMIT
+    #: Server: RST_STREAM frames a client may send at once (a token bucket's burst)
+    #: before the server ends the connection with GOAWAY(ENHANCE_YOUR_CALM,
+    #: "too_many_resets"): the Rapid Reset defence (CVE-2023-44487;
+    #: docs/security.md). nghttp2's ``stream_reset_burst``.
+    reset_burst: int = 1000
+    #: Server: tokens added to that bucket per second, up to ``reset_burst``
+    #: (nghttp2's ``stream_reset_rate``). A client cancelling fewer streams than this
+    #: per second, on average, is never cut off.
+    reset_rate: float = 33.0
     #: Seconds active streams get to finish after a graceful close sends GOAWAY.
     graceful_close_timeout: float = 10.0
     #: Seconds a client waits for the server's preface (its first SETTINGS frame),
@@ -114,6 +123,8 @@ class TransportConfig:
         check("write_buffer_size", self.write_buffer_size >= 1024, ">= 1024")
         check("min_batch_size", self.min_batch_size >= 0, ">= 0")
         check("throttle_limit", self.throttle_limit >= 1, ">= 1")
+        check("reset_burst", self.reset_burst >= 1, ">= 1")
+        check("reset_rate", self.reset_rate >= 0, ">= 0")
         check("graceful_close_timeout", self.graceful_close_timeout >= 0, ">= 0")
         check("handshake_timeout", self.handshake_timeout > 0, "> 0")
 

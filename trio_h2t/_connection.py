@@ -43,6 +43,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 from h2.errors import ErrorCodes
+from h2.exceptions import StreamClosedError
 
 from ._config import RFC_DEFAULT_WINDOW, TransportConfig
 from ._controlbuf import ControlBuffer
@@ -51,10 +52,18 @@ from ._exceptions import (
     ConnectionLostError,
     GoAwayError,
     H2ProtocolError,
+    RemoteProtocolError,
 )
 from ._flow import BDP_PING_DATA, BdpEstimator, ConnectionInFlow
 from ._h2state import GoAwayReceived, H2State, make_h2_state
-from ._items import CloseConnection, ControlItem, GoAway, ResetStream, WindowUpdate
+from ._items import (
+    CloseConnection,
+    ControlItem,
+    GoAway,
+    PeerResponse,
+    ResetStream,
+    WindowUpdate,
+)
 from ._loopy import FINAL_WRITE_TIMEOUT, Loopy
 from ._messages import CancelKind, CancelReason, ConnectionInfo, connection_info
 from ._statistics import ConnectionStatistics
@@ -199,6 +208,21 @@ class ConnectionCore:
         if stream._cancel_reason is None:
             stream._cancel_reason = CancelReason._make(kind, code)
         scope.cancel()
+
+    def refuse_stream(self, stream_id: int) -> bool:
+        """RST_STREAM(REFUSED_STREAM) for a new peer stream no handler will see.
+
+        Called by the reader; h2 already decoded the header block, so HPACK stays in
+        step. Returns True if the reset was queued (as a throttled ``PeerResponse``).
+        A stream the peer has already reset (its RST_STREAM came in the same read as
+        its HEADERS, so h2 closed it before we saw the request) needs nothing: False.
+        """
+        try:
+            self.h2.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
+        except StreamClosedError:
+            return False
+        self._put(PeerResponse("rst"))
+        return True
 
     def connection_info(self) -> ConnectionInfo:
         """The transport's addresses and TLS state, computed on the first call."""
@@ -421,6 +445,25 @@ class ConnectionCore:
             # it (run_loopy sets it), or whoever waits on ``done`` would tear the
             # connection down before the GOAWAY is written.
             self.done.set()
+
+    def enhance_your_calm(self, debug_data: bytes, message: str) -> None:
+        """End the connection because the peer went over one of our budgets.
+
+        Called by the reader, which then stops reading. Queues GOAWAY(ENHANCE_YOUR_CALM,
+        ``debug_data``, the real last stream id) and CloseConnection, and fails the
+        connection with a ``RemoteProtocolError`` carrying that code (``finish=False``,
+        so loopy still writes the GOAWAY; its final write is bounded). New streams
+        are refused from now on. Logged once at WARNING: it is the peer's doing.
+        """
+        if self.error is not None:
+            return
+        log.warning("closing the connection: %s (GOAWAY ENHANCE_YOUR_CALM)", message)
+        self.closing = True
+        self._put(GoAway(ErrorCodes.ENHANCE_YOUR_CALM, debug_data=debug_data))
+        self._put(CloseConnection())
+        self.fail(
+            RemoteProtocolError(message, error_code=ErrorCodes.ENHANCE_YOUR_CALM), finish=False
+        )
 
     def fault(self, exc: BaseException, where: str) -> None:
         """End the connection because ``where`` raised ``exc``: an exception that is no

@@ -75,12 +75,17 @@ from ._items import (
     WindowOpened,
     WindowUpdate,
 )
+from ._ratelimit import TokenBucket
 
 __all__ = ["Admit", "Reader"]
 
 #: What the reader calls for each new request (server side): True if it put a
 #: ``PeerResponse`` (the request was refused with a RST_STREAM h2 framed).
 Admit = Callable[[h2.events.RequestReceived], bool]
+
+
+class _OverBudget(Exception):
+    """The peer went over a budget; the connection is ending: stop reading."""
 
 
 class _PeerClosed(Exception):
@@ -133,6 +138,13 @@ class Reader:
         self._streams = core._streams
         self._in_flow = core.in_flow  # immutable after init (as above)
         self._bdp = core.bdp  # immutable after init (as above)
+        # owner: reader: the server's budget of RST_STREAM frames from the client
+        # (the Rapid Reset defence; _ratelimit.py). None on a client.
+        self._resets = (
+            None
+            if core.client_side
+            else TokenBucket(core.config.reset_burst, core.config.reset_rate, trio.current_time())
+        )
 
     def _put(self, item: ControlItem) -> None:
         # After finish the connection is going away: nothing more is owed.
@@ -153,6 +165,8 @@ class Reader:
                 await self._read_loop()
             except _PeerClosed:
                 self._on_eof()
+            except _OverBudget:
+                pass  # the connection is ending (enhance_your_calm): read no more
             except ConnectionClosingError:
                 pass  # finished: the connection is going away
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
@@ -304,12 +318,18 @@ class Reader:
     def _refuse_request(self, ev: h2.events.RequestReceived) -> bool:
         """Refuse a new stream (no ``admit``): RST_STREAM(REFUSED_STREAM), put as a
         ``PeerResponse``. h2 already decoded the header block, so HPACK stays in sync."""
-        self._h2.reset_stream(ev.stream_id, ErrorCodes.REFUSED_STREAM)
-        self._put(PeerResponse("rst"))
-        return True
+        return self._core.refuse_stream(ev.stream_id)
 
     def _on_stream_reset(self, ev: h2.events.StreamReset) -> None:
         core = self._core
+        resets = self._resets
+        if ev.remote_reset and resets is not None and not resets.take(trio.current_time()):
+            core.enhance_your_calm(
+                b"too_many_resets",
+                f"the client reset streams faster than reset_rate={core.config.reset_rate:g}/s"
+                f" after a burst of reset_burst={core.config.reset_burst}",
+            )
+            raise _OverBudget
         stream = core._streams.get(ev.stream_id)
         if stream is None:
             return

@@ -36,7 +36,7 @@ from h2.errors import ErrorCodes
 from ._config import TransportConfig, resolve_config
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
-from ._items import Data, Headers, PeerResponse, ResetStream
+from ._items import Data, Headers, ResetStream
 from ._messages import TLSInfo
 from ._reader import Reader
 from ._sniff import sniff_preface
@@ -179,12 +179,17 @@ class _Admission:
         core = self._core
         sid = ev.stream_id
         assert ev.headers is not None
-        if core.closing or core._open_inbound >= self._inbound_stream_limit():
+        limit = self._inbound_stream_limit()
+        if core.closing or core._open_inbound >= limit or core.handlers_running >= limit:
             # Refused before any handler sees it; h2 already decoded the header
-            # block, so HPACK stays in sync, and the connection lives on.
-            core.h2.reset_stream(sid, ErrorCodes.REFUSED_STREAM)
-            core._put(PeerResponse("rst"))
-            return True
+            # block, so HPACK stays in sync, and the connection lives on. Handlers
+            # count as well as open streams: a stream the client reset is closed, but
+            # its handler may still be running (until its next checkpoint, or longer
+            # if it shields its work), and a client that resets each stream as it
+            # opens it (Rapid Reset) must not start more handlers than
+            # MAX_CONCURRENT_STREAMS allows open streams (grpc-go caps its handlers the
+            # same way; docs/security.md).
+            return core.refuse_stream(sid)
         headers = list(ev.headers)
         stream = H2Stream._create(core, stream_id=sid, headers=headers)
         # RFC 9110 §10.1.1: the client waits for a 100 before sending its body; the

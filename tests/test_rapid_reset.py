@@ -1,0 +1,275 @@
+"""The Rapid Reset defence (CVE-2023-44487): handlers capped, client resets rate-limited.
+
+A client that opens a stream and resets it at once never holds more than one open
+stream, so MAX_CONCURRENT_STREAMS alone does not bound the handlers it makes the
+server start. Two bounds do (docs/security.md): a new stream is refused while
+MAX_CONCURRENT_STREAMS handlers are still running (``_server._Admission.admit``), and
+the client's RST_STREAM frames draw on a token bucket (``TransportConfig.reset_burst``,
+``reset_rate``; ``_ratelimit.TokenBucket``) whose exhaustion ends the connection with
+GOAWAY(ENHANCE_YOUR_CALM, "too_many_resets").
+"""
+
+from __future__ import annotations
+
+import logging
+
+import h2.config
+import h2.events
+import hpack
+import pytest
+import trio
+import trio.testing
+from h2.errors import ErrorCodes
+from helpers import REQUEST, UnlimitedH2Connection, open_peer_client
+from hyperframe.frame import Frame, GoAwayFrame, HeadersFrame, RstStreamFrame, SettingsFrame
+
+import trio_h2t
+from trio_h2t import H2Stream, TransportConfig
+from trio_h2t._ratelimit import TokenBucket
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def test_token_bucket_allows_its_burst_then_its_rate() -> None:
+    """A full bucket gives ``burst`` tokens at once, then ``rate`` per second."""
+    bucket = TokenBucket(3, 2.0, now=0.0)
+    assert [bucket.take(0.0) for _ in range(4)] == [True, True, True, False]
+    assert not bucket.take(0.25)  # half a token
+    assert bucket.take(0.5)  # one token after 0.5 s at 2/s
+    assert not bucket.take(0.5)
+
+
+def test_token_bucket_never_holds_more_than_its_burst() -> None:
+    """An idle hour refills the bucket to ``burst``, not beyond."""
+    bucket = TokenBucket(2, 10.0, now=0.0)
+    assert bucket.take(3600.0)
+    assert bucket.take(3600.0)
+    assert not bucket.take(3600.0)
+
+
+class _Counting:
+    """A handler that works through a reset (shielded), counting starts and overlap."""
+
+    def __init__(self, work: float) -> None:
+        self.work = work
+        self.started = 0
+        self.running = 0
+        self.peak = 0
+
+    async def __call__(self, stream: H2Stream) -> None:
+        self.started += 1
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(self.work)
+            await stream.send_headers([(":status", "200")], end_stream=True)
+        finally:
+            self.running -= 1
+
+
+async def _attack(port: int, pairs: int) -> list[GoAwayFrame]:
+    """Open and reset ``pairs`` streams over a raw TCP connection; return the GOAWAYs."""
+    sock = await trio.open_tcp_stream("127.0.0.1", port)
+    block = hpack.Encoder().encode(
+        [(":method", "GET"), (":scheme", "http"), (":path", "/"), (":authority", "a")]
+    )
+    goaways: list[GoAwayFrame] = []
+
+    async def read() -> None:
+        buf = b""
+        while True:
+            try:
+                data = await sock.receive_some(65536)
+            except trio.BrokenResourceError:
+                return
+            if not data:
+                return
+            buf += data
+            while len(buf) >= 9:
+                frame, length = Frame.parse_frame_header(memoryview(buf[:9]))
+                if len(buf) < 9 + length:
+                    break
+                frame.parse_body(memoryview(buf[9 : 9 + length]))
+                buf = buf[9 + length :]
+                if isinstance(frame, GoAwayFrame):
+                    goaways.append(frame)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read)
+        await sock.send_all(PREFACE + SettingsFrame(0).serialize())
+        batch = []
+        for i in range(pairs):
+            sid = 2 * i + 1
+            headers = HeadersFrame(sid, block, flags=["END_HEADERS", "END_STREAM"])
+            batch.append(headers.serialize() + RstStreamFrame(sid, error_code=8).serialize())
+            if len(batch) == 100 or i == pairs - 1:
+                try:
+                    await sock.send_all(b"".join(batch))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    break  # the server closed the connection: the attack is over
+                batch = []
+    await sock.aclose()
+    return goaways
+
+
+async def test_rapid_reset_is_bounded_and_ends_with_enhance_your_calm(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """10,000 HEADERS+RST_STREAM pairs over TCP start at most MAX_CONCURRENT_STREAMS +
+    reset_burst handlers, never more than MAX_CONCURRENT_STREAMS at once, and end
+    with GOAWAY(ENHANCE_YOUR_CALM, "too_many_resets"); another client is served
+    throughout."""
+    handler = _Counting(work=0.05)
+    config = TransportConfig()
+    probes_ok = 0
+    attack_over = trio.Event()
+
+    async def probe(port: int) -> None:
+        nonlocal probes_ok
+        async with trio_h2t.open_connection("127.0.0.1", port) as conn:
+            while not attack_over.is_set():
+                response = await conn.request("GET", "/")
+                assert response.status == 200
+                probes_ok += 1
+            response = await conn.request("GET", "/")
+            assert response.status == 200
+
+    with trio.fail_after(60), caplog.at_level(logging.WARNING, logger="trio_h2t"):
+        async with (
+            trio_h2t.open_server(handler, 0, host="127.0.0.1", config=config) as server,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(probe, server.port)
+            goaways = await _attack(server.port, 10_000)
+            attack_over.set()
+    assert [(g.error_code, g.additional_data) for g in goaways] == [
+        (ErrorCodes.ENHANCE_YOUR_CALM, b"too_many_resets")
+    ]
+    assert handler.started <= config.max_concurrent_streams + config.reset_burst
+    assert handler.peak <= config.max_concurrent_streams
+    assert probes_ok > 0
+    assert sum("reset_burst" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_handlers_still_running_count_against_the_stream_limit() -> None:
+    """With MAX_CONCURRENT_STREAMS handlers still running for streams the client has
+    reset, a new stream is refused, not started; once they finish, streams start again."""
+    release = trio.Event()
+    started: list[int] = []
+
+    async def handler(stream: H2Stream) -> None:
+        started.append(stream.stream_id)
+        with trio.CancelScope(shield=True):
+            await release.wait()
+        if stream.stream_id > 9:
+            await stream.send_headers([(":status", "200")], end_stream=True)
+
+    config = TransportConfig(max_concurrent_streams=2)
+    h2_conn = UnlimitedH2Connection(h2.config.H2Configuration(client_side=True))
+    async with open_peer_client(handler, server_config=config, h2_conn=h2_conn) as (peer, core):
+        await peer.read_until(lambda: core.settings_acked)
+        for sid in (1, 3, 5, 7, 9):  # open and reset each, in one write
+            peer.h2.send_headers(sid, REQUEST, end_stream=True)
+            peer.h2.reset_stream(sid, ErrorCodes.CANCEL)
+        await peer.flush()
+        await trio.testing.wait_all_tasks_blocked()
+        try:
+            assert started == [1, 3]
+            assert core.handlers_running == 2
+        finally:
+            release.set()  # else a failure would hang on the shielded handlers
+        await trio.testing.wait_all_tasks_blocked()
+        assert core.handlers_running == 0
+        peer.h2.send_headers(11, REQUEST, end_stream=True)
+        await peer.flush()
+        ended = await peer.receive_until(lambda ev: isinstance(ev, h2.events.StreamEnded))
+        assert ended.stream_id == 11
+        assert started == [1, 3, 11]
+        assert core.error is None
+
+
+async def test_refusing_a_stream_the_client_already_reset_keeps_the_connection() -> None:
+    """At the stream limit, HEADERS and RST_STREAM for a new stream in one read: the
+    refusal finds the stream closed by the client and sends nothing (it used to
+    raise StreamClosedError out of the reader and end every connection)."""
+    release = trio.Event()
+
+    async def handler(stream: H2Stream) -> None:
+        await release.wait()
+        await stream.send_headers([(":status", "200")], end_stream=True)
+
+    config = TransportConfig(max_concurrent_streams=1)
+    h2_conn = UnlimitedH2Connection(h2.config.H2Configuration(client_side=True))
+    async with open_peer_client(handler, server_config=config, h2_conn=h2_conn) as (peer, core):
+        await peer.read_until(lambda: core.settings_acked)
+        peer.h2.send_headers(1, REQUEST, end_stream=True)
+        peer.h2.send_headers(3, REQUEST, end_stream=True)
+        peer.h2.reset_stream(3, ErrorCodes.CANCEL)
+        await peer.flush()
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+        ended = await peer.receive_until(lambda ev: isinstance(ev, h2.events.StreamEnded))
+        assert ended.stream_id == 1
+        assert core.error is None
+        assert not peer.events_of(h2.events.StreamReset)
+
+
+@pytest.mark.parametrize("burst", [1, 10])
+async def test_resets_over_the_burst_end_the_connection(burst: int) -> None:
+    """The client's reset number ``reset_burst + 1`` (none refilled: reset_rate=0)
+    gets GOAWAY(ENHANCE_YOUR_CALM, "too_many_resets"), and the connection closes."""
+
+    async def handler(stream: H2Stream) -> None:
+        await trio.sleep_forever()
+
+    config = TransportConfig(reset_burst=burst, reset_rate=0)
+    async with open_peer_client(handler, server_config=config) as (peer, core):
+        for i in range(burst):
+            sid = 2 * i + 1
+            peer.h2.send_headers(sid, REQUEST)
+            peer.h2.reset_stream(sid, ErrorCodes.CANCEL)
+        await peer.flush()
+        await trio.testing.wait_all_tasks_blocked()
+        assert core.error is None
+        sid = 2 * burst + 1
+        peer.h2.send_headers(sid, REQUEST)
+        peer.h2.reset_stream(sid, ErrorCodes.CANCEL)
+        await peer.flush()
+        with trio.fail_after(5):  # a server without the budget never answers
+            goaway = await peer.receive_until(
+                lambda ev: isinstance(ev, h2.events.ConnectionTerminated)
+            )
+        assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+        assert goaway.additional_data == b"too_many_resets"
+        assert isinstance(core.error, trio_h2t.RemoteProtocolError)
+        assert core.error.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+        await peer.read_until(lambda: peer.eof)
+
+
+async def test_resets_within_the_rate_are_never_cut_off(autojump_clock: object) -> None:
+    """A client that cancels 30 streams a second, for longer than a burst lasts, is
+    under reset_rate=33/s and keeps its connection (virtual time: autojump clock)."""
+
+    async def handler(stream: H2Stream) -> None:
+        await trio.sleep_forever()
+
+    config = TransportConfig(reset_burst=20, reset_rate=33.0)
+    async with open_peer_client(handler, server_config=config) as (peer, core):
+        for i in range(300):  # 10 s at 30/s: 15 times the burst
+            sid = 2 * i + 1
+            peer.h2.send_headers(sid, REQUEST)
+            peer.h2.reset_stream(sid, ErrorCodes.CANCEL)
+            await peer.flush()
+            await trio.sleep(1 / 30)
+        await trio.testing.wait_all_tasks_blocked()
+        assert core.error is None
+        assert not peer.events_of(h2.events.ConnectionTerminated)
+
+
+def test_reset_budget_is_validated() -> None:
+    """reset_burst must be >= 1 and reset_rate >= 0."""
+    with pytest.raises(ValueError, match="reset_burst"):
+        TransportConfig(reset_burst=0)
+    with pytest.raises(ValueError, match="reset_rate"):
+        TransportConfig(reset_rate=-1)
