@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 
 import h2.events
@@ -64,6 +65,7 @@ from ._h2state import GoAwayReceived
 from ._items import (
     CloseConnection,
     ControlItem,
+    GoAway,
     PeerResponse,
     Ping,
     Settings,
@@ -71,6 +73,7 @@ from ._items import (
     WindowOpened,
     WindowUpdate,
 )
+from ._pings import TOO_MANY_PINGS, PingEnforcer
 
 __all__ = ["Admit", "Reader"]
 
@@ -79,8 +82,15 @@ __all__ = ["Admit", "Reader"]
 Admit = Callable[[h2.events.RequestReceived], bool]
 
 
+log = logging.getLogger("trio_h2t")
+
+
 class _PeerClosed(Exception):
     """The transport reached EOF."""
+
+
+class _StruckOut(Exception):
+    """The client broke the ping policy too often: GOAWAY is queued; stop reading."""
 
 
 def _buffer_reader(
@@ -129,6 +139,16 @@ class Reader:
         self._streams = core._streams
         self._in_flow = core.in_flow  # immutable after init (as above)
         self._bdp = core.bdp  # immutable after init (as above)
+        # owner: reader: the server's policy on client PINGs (None on a client,
+        # which only acks the server's pings, as grpc-go's does).
+        self._enforcer = (
+            None
+            if core.client_side
+            else PingEnforcer(
+                min_interval=core.config.ping_min_interval,
+                permit_without_stream=core.config.ping_permit_without_stream,
+            )
+        )
 
     def _put(self, item: ControlItem) -> None:
         # After finish the connection is going away: nothing more is owed.
@@ -149,6 +169,7 @@ class Reader:
         max_frames = core.config.max_frames_per_read
         state = self._h2
         cbuf = self._cbuf
+        clock = trio.lowlevel.current_clock()
         try:
             # Cancelled when loopy ends: nothing more can be written, so the
             # connection is over even if the peer never closes its side.
@@ -168,6 +189,8 @@ class Reader:
                             return
                         if not data:
                             raise _PeerClosed
+                        # Any bytes are a sign of life (the keepalive task's news).
+                        core.last_read = clock.current_time()
                     before = state.pending_bytes()
                     try:
                         events = state.receive_data(data, max_frames)
@@ -185,6 +208,8 @@ class Reader:
                         self._put(PeerResponse("auto"))
         except _PeerClosed:
             self._on_eof()
+        except _StruckOut:
+            pass  # GOAWAY(ENHANCE_YOUR_CALM) is queued and the connection failed
         except ConnectionClosingError:
             pass  # finished: the connection is going away
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
@@ -273,8 +298,10 @@ class Reader:
                 announced = True
                 self._on_settings(ev)
             elif type(ev) is PingReceived:
-                self._put(PeerResponse("ping-ack"))
+                self._put(PeerResponse("ping-ack"))  # the ACK first, as grpc-go
                 announced = True
+                if self._enforcer is not None:
+                    self._police_ping()
             elif type(ev) is PingAckReceived:
                 if ev.ping_data == BDP_PING_DATA and self._bdp is not None:
                     self._on_bdp_ack()
@@ -285,6 +312,31 @@ class Reader:
             # Others (PriorityUpdated, UnknownFrameReceived, ...) need nothing
             # from us.
         return announced
+
+    def _police_ping(self) -> None:
+        """Server: apply the ping policy to a client PING; past the third strike,
+        queue GOAWAY(ENHANCE_YOUR_CALM, ``too_many_pings``) and CloseConnection,
+        fail the connection and stop reading (raises ``_StruckOut``)."""
+        core = self._core
+        enforcer = self._enforcer
+        assert enforcer is not None
+        if not enforcer.on_ping(
+            trio.current_time(),
+            streams_open=bool(self._streams),
+            writes=core.loopy.stream_frames_written,
+        ):
+            return
+        log.debug("client pinged too often (%d strikes): GOAWAY too_many_pings", enforcer.strikes)
+        core.closing = True
+        self._put(GoAway(ErrorCodes.ENHANCE_YOUR_CALM, debug_data=TOO_MANY_PINGS))
+        self._put(CloseConnection())
+        error = RemoteProtocolError(
+            "the client sent too many pings (TransportConfig.ping_min_interval,"
+            " ping_permit_without_stream); sent GOAWAY(ENHANCE_YOUR_CALM, too_many_pings)",
+            error_code=ErrorCodes.ENHANCE_YOUR_CALM,
+        )
+        core.fail(error, finish=False)
+        raise _StruckOut
 
     def _refuse_request(self, ev: h2.events.RequestReceived) -> bool:
         """Refuse a new stream (no ``admit``): RST_STREAM(REFUSED_STREAM), put as a
@@ -360,6 +412,12 @@ class Reader:
         core = self._core
         previous = core.goaway_received
         core.goaway_received = ev
+        if core.client_side and previous is None and core.goaway_error().too_many_pings:
+            log.warning(
+                "the server sent GOAWAY(ENHANCE_YOUR_CALM, too_many_pings): this client"
+                " pings too often for its policy; double keepalive_time for the next"
+                " connection (docs/keepalive-and-shutdown.md)"
+            )
         if not core.client_side:
             # The client opens no more streams: close once the open ones are done
             # (h2spec generic/3.8/1, http2/7/1 expect an idle connection to close).

@@ -32,6 +32,7 @@ from ._config import TransportConfig
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
 from ._items import Data, Headers, PeerResponse, ResetStream
+from ._keepalive import run_server_keepalive, server_keepalive_enabled
 from ._messages import TLSInfo
 from ._reader import Reader
 from ._sniff import sniff_preface
@@ -404,6 +405,8 @@ async def _serve(
                 return
             nursery.start_soon(core.run_loopy, name="h2-loopy")
             nursery.start_soon(core.watch_handshake, deadline, name="h2-handshake-timeout")
+            if server_keepalive_enabled(config):
+                nursery.start_soon(run_server_keepalive, core, name="h2-keepalive")
             await reader.run()
             # The reader ended: the connection is over (EOF, protocol error, or
             # finished). Let loopy flush a final GOAWAY, then stop everything.
