@@ -117,7 +117,8 @@ class TransportConfig:
     #: close the connection (no drain: the client is presumed gone) if nothing
     #: arrives within ``keepalive_timeout``. grpc-go's default, 2 h, finds dead
     #: clients eventually without pinging live ones often; None turns it off (and,
-    #: with the three limits below unset, runs no keepalive task at all). At least 1 s.
+    #: with max_connection_idle and max_connection_age unset, runs no keepalive task
+    #: at all). At least 1 s.
     server_keepalive_time: float | None = 7200.0
     #: Server: close gracefully (GOAWAY NO_ERROR, debug data ``max_idle``) a
     #: connection that has had no open stream for this many seconds. None (the
