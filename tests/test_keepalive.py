@@ -495,3 +495,13 @@ async def test_idle_pings_strike_without_permission(
             await trio.sleep(300)
         ev = await peer.receive_until(lambda ev: isinstance(ev, h2.events.ConnectionTerminated))
         assert ev.additional_data == b"too_many_pings"
+
+
+async def test_reads_are_timed_only_for_a_keepalive_task() -> None:
+    """A client without keepalive_time does not time its reads; a server pinging does."""
+    async with connected_pair(_respond) as (conn, server):
+        await conn.request("GET", "/")
+        assert not conn._core.tracks_reads
+        assert conn._core.last_read == -math.inf
+        assert server.tracks_reads
+        assert server.last_read > -math.inf

@@ -160,8 +160,16 @@ class ConnectionCore:
 
         # -- keepalive (_keepalive.py), tracked only as far as a feature needs it
         #: trio.current_time() of the reader's latest read (any inbound bytes count
-        #: as a sign of life); -inf before the first. Owner: reader (one store per read).
+        #: as a sign of life); -inf before the first. Owner: reader (one store per
+        #: read, only if tracks_reads).
         self.last_read = -math.inf
+        # immutable after init: a keepalive task will run, so the reader keeps
+        # last_read (the same tests as _keepalive's *_keepalive_enabled).
+        self.tracks_reads = (
+            config.keepalive_time is not None
+            if client_side
+            else config.server_keepalive_time is not None
+        )
         # immutable after init: a server with max_connection_idle notes when it
         # goes idle (no stream open).
         self._track_idle = not client_side and config.max_connection_idle is not None

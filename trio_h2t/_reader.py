@@ -169,7 +169,9 @@ class Reader:
         max_frames = core.config.max_frames_per_read
         state = self._h2
         cbuf = self._cbuf
-        clock = trio.lowlevel.current_clock()
+        # The keepalive task's news (any bytes are a sign of life), kept only when
+        # a keepalive task runs: a client without keepalive_time pays nothing.
+        now = trio.lowlevel.current_clock().current_time if core.tracks_reads else None
         try:
             # Cancelled when loopy ends: nothing more can be written, so the
             # connection is over even if the peer never closes its side.
@@ -189,8 +191,8 @@ class Reader:
                             return
                         if not data:
                             raise _PeerClosed
-                        # Any bytes are a sign of life (the keepalive task's news).
-                        core.last_read = clock.current_time()
+                        if now is not None:
+                            core.last_read = now()
                     before = state.pending_bytes()
                     try:
                         events = state.receive_data(data, max_frames)
