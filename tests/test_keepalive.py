@@ -7,6 +7,7 @@ the client against our own server's policy), so every frame is seen as it arrive
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -27,6 +28,7 @@ from helpers import (
 )
 from hyperframe.frame import GoAwayFrame, PingFrame
 
+import trio_h2t._server
 from trio_h2t import (
     ErrorCodes,
     GoAwayError,
@@ -35,6 +37,7 @@ from trio_h2t import (
     RemoteProtocolError,
     TransportConfig,
 )
+from trio_h2t._keepalive import run_server_keepalive
 from trio_h2t._pings import KEEPALIVE_PING_DATA
 from trio_h2t._server import LINGER
 
@@ -505,3 +508,22 @@ async def test_reads_are_timed_only_for_a_keepalive_task() -> None:
         assert conn._core.last_read == -math.inf
         assert server.tracks_reads
         assert server.last_read > -math.inf
+
+
+@pytest.mark.parametrize(("u", "age"), [(0.0, 90.0), (0.5, 100.0), (1.0, 110.0)])
+async def test_server_age_jitter_ends(
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    u: float,
+    age: float,
+) -> None:
+    """With the jitter's draw pinned, GOAWAY max_age comes at exactly 0.9, 1 or 1.1 times
+    max_connection_age."""
+    pinned = functools.partial(run_server_keepalive, uniform=lambda: u)
+    monkeypatch.setattr(trio_h2t._server, "run_server_keepalive", pinned)
+    config = TransportConfig(max_connection_age=100)
+    async with open_peer_client(_respond, server_config=config) as (peer, _core):
+        start = trio.current_time()
+        ev = await peer.receive_until(lambda ev: isinstance(ev, h2.events.ConnectionTerminated))
+        assert trio.current_time() - start == pytest.approx(age)
+        assert ev.additional_data == b"max_age"
