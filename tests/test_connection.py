@@ -417,9 +417,10 @@ async def test_no_task_outlives_the_connection() -> None:
                 assert await roundtrip(conn, b"abc") == b"abc"
                 await trio.testing.wait_all_tasks_blocked()
                 names = sorted(t.name for t in h2t_tasks())
-                # The client's reader and loopy, the server's loopy (its reader runs
-                # in the serve_connection task itself); the handler has returned.
-                assert names == ["h2-loopy", "h2-loopy", "h2-reader"]
+                # The client's reader and loopy, the server's loopy and keepalive
+                # task (server_keepalive_time is 2 h by default; its reader runs in
+                # the serve_connection task itself); the handler has returned.
+                assert names == ["h2-keepalive", "h2-loopy", "h2-loopy", "h2-reader"]
             # serve_connection returns on its own once the client has closed.
         assert h2t_tasks() == []
 
@@ -1129,7 +1130,9 @@ async def test_ping_flood_without_reading_stops_our_reader() -> None:
     """A peer flooding PINGs and never reading stops our reader; reading again drains all."""
     ours, theirs = clogged_pair()
     floods, per_flood = 10, 1000
-    config = TransportConfig()
+    # The ping policy would end this at the third PING (tests/test_keepalive.py); the
+    # throttle gate is what is under test here.
+    config = TransportConfig(ping_min_interval=0, ping_permit_without_stream=True)
     with trio.fail_after(10):
         async with open_peer_client(echo, server_config=config, transports=(ours, theirs)) as (
             peer,

@@ -50,6 +50,7 @@ SANS_IO = frozenset(
         "_hpack",
         "_items",
         "_outstream",
+        "_pings",
         "_ratelimit",
         "_statistics",
         "_util",
@@ -73,6 +74,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_h2state": frozenset({"_h2fast", "_h2fixes"}),
     "_items": frozenset(),
     "_outstream": frozenset(),
+    # Keepalive decisions (timer, ping policy, age jitter): pure functions of time.
+    "_pings": frozenset(),
     "_statistics": frozenset(),
     "_controlbuf": frozenset({"_exceptions", "_items"}),
     "_config": frozenset({"_controlbuf"}),
@@ -120,8 +123,19 @@ ALLOWED: dict[str, frozenset[str]] = {
         }
     ),
     "_reader": frozenset(
-        {"_connection", "_exceptions", "_flow", "_h2state", "_items", "_ratelimit", "_stream"}
+        {
+            "_connection",
+            "_exceptions",
+            "_flow",
+            "_h2state",
+            "_items",
+            "_pings",
+            "_ratelimit",
+            "_stream",
+        }
     ),
+    # The keepalive task: sleeps and acts on a core; the decisions are _pings'.
+    "_keepalive": frozenset({"_config", "_connection", "_exceptions", "_items", "_pings"}),
     "_client": frozenset(
         {
             "_config",
@@ -129,6 +143,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_exceptions",
             "_headers",
             "_items",
+            "_keepalive",
             "_messages",
             "_reader",
             "_statistics",
@@ -142,6 +157,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_connection",
             "_exceptions",
             "_items",
+            "_keepalive",
             "_messages",
             "_reader",
             "_sniff",

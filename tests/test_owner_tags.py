@@ -27,6 +27,8 @@ CLASSES = [
     ("_controlbuf.py", "ControlBuffer"),
     ("_loopy.py", "Loopy"),
     ("_outstream.py", "OutStream"),
+    ("_pings.py", "KeepaliveTimer"),
+    ("_pings.py", "PingEnforcer"),
     ("_reader.py", "Reader"),
     ("_stream.py", "H2Stream"),
     ("_streamview.py", "H2StreamView"),

@@ -57,6 +57,9 @@ class _Counting:
         self.peak = 0
 
     async def __call__(self, stream: H2Stream) -> None:
+        if stream.request.path == "/probe":  # another connection's: not counted
+            await stream.send_headers([(":status", "200")], end_stream=True)
+            return
         self.started += 1
         self.running += 1
         self.peak = max(self.peak, self.running)
@@ -129,10 +132,10 @@ async def test_rapid_reset_is_bounded_and_ends_with_enhance_your_calm(
         nonlocal probes_ok
         async with trio_h2t.open_connection("127.0.0.1", port) as conn:
             while not attack_over.is_set():
-                response = await conn.request("GET", "/")
+                response = await conn.request("GET", "/probe")
                 assert response.status == 200
                 probes_ok += 1
-            response = await conn.request("GET", "/")
+            response = await conn.request("GET", "/probe")
             assert response.status == 200
 
     with trio.fail_after(60), caplog.at_level(logging.WARNING, logger="trio_h2t"):
@@ -175,7 +178,7 @@ async def test_handlers_still_running_count_against_the_stream_limit() -> None:
         await peer.flush()
         await trio.testing.wait_all_tasks_blocked()
         try:
-            assert started == [1, 3]
+            assert sorted(started) == [1, 3]  # trio may start them in either order
             assert core.handlers_running == 2
         finally:
             release.set()  # else a failure would hang on the shielded handlers
@@ -185,7 +188,7 @@ async def test_handlers_still_running_count_against_the_stream_limit() -> None:
         await peer.flush()
         ended = await peer.receive_until(lambda ev: isinstance(ev, h2.events.StreamEnded))
         assert ended.stream_id == 11
-        assert started == [1, 3, 11]
+        assert sorted(started) == [1, 3, 11]
         assert core.error is None
 
 

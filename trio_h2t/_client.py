@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import ssl
@@ -23,6 +24,7 @@ from ._exceptions import (
 )
 from ._headers import PERCENT_ENCODE_HINT, BodyRule
 from ._items import StartStream
+from ._keepalive import client_keepalive_enabled, run_client_keepalive
 from ._messages import Response
 from ._reader import Reader
 from ._statistics import ConnectionStatistics
@@ -408,6 +410,13 @@ async def open_client_connection(
                 await core.abort(err)
                 nursery.cancel_scope.cancel()
                 raise err
+            if client_keepalive_enabled(config):
+                nursery.start_soon(
+                    core.run_task,
+                    functools.partial(run_client_keepalive, core),
+                    "the connection's keepalive task",
+                    name="h2-keepalive",
+                )
             conn = ClientConnection._create(core, authority.encode("ascii"), scheme.encode())
             try:
                 yield conn

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import final
+from typing import Final, final
 
 from ._controlbuf import DEFAULT_THROTTLE_LIMIT
 
@@ -14,6 +14,12 @@ RFC_DEFAULT_WINDOW = 65_535
 RFC_MIN_FRAME_SIZE = 16_384
 #: RFC 9113 §6.9.1: a window may never exceed 2^31 - 1.
 MAX_WINDOW = 2**31 - 1
+
+#: grpc-go's smallest client keepalive time (``keepalive.ClientParameters``: it raises
+#: smaller values to 10 s with a warning; we refuse them, see ``keepalive_time``).
+MIN_CLIENT_KEEPALIVE_TIME: Final = 10.0
+#: grpc-go's smallest server keepalive time (``keepalive.ServerParameters``).
+MIN_SERVER_KEEPALIVE_TIME: Final = 1.0
 
 
 @final
@@ -81,6 +87,53 @@ class TransportConfig:
     #: server closes the connection); TLS listeners also bound their handshake by it.
     handshake_timeout: float = 20.0
 
+    # -- keepalive (docs/keepalive-and-shutdown.md; grpc-go's keepalive package)
+    #: Client: send a PING after this many seconds without any inbound frame, and
+    #: close the connection if nothing at all arrives within ``keepalive_timeout``
+    #: after it. None (the default, as grpc-go) sends no keepalive PING: a dead
+    #: server is only noticed when a write fails. At least 10 s (grpc-go's minimum):
+    #: a smaller value raises ValueError instead of being raised to 10 s with a
+    #: warning, as grpc-go does, because a frozen config should hold what it says.
+    #: Servers police frequent pings (``ping_min_interval``: 5 min by default).
+    keepalive_time: float | None = None
+    #: Seconds either side waits, after its keepalive PING, for any frame before it
+    #: closes the connection with ``KeepaliveTimeoutError`` (grpc-go: 20 s).
+    keepalive_timeout: float = 20.0
+    #: Client: keep pinging while no stream is open. False (grpc-go's default): the
+    #: keepalive task sleeps without a timer until a stream starts, so an idle
+    #: connection costs nothing and a server's ping policy sees no pings from it.
+    keepalive_permit_without_stream: bool = False
+    #: Server: send a PING after this many seconds without any inbound frame, and
+    #: close the connection (no drain: the client is presumed gone) if nothing
+    #: arrives within ``keepalive_timeout``. grpc-go's default, 2 h, finds dead
+    #: clients eventually without pinging live ones often; None turns it off (and,
+    #: with max_connection_idle and max_connection_age unset, runs no keepalive task
+    #: at all). At least 1 s.
+    server_keepalive_time: float | None = 7200.0
+    #: Server: close gracefully (GOAWAY NO_ERROR, debug data ``max_idle``) a
+    #: connection that has had no open stream for this many seconds. None (the
+    #: default, as grpc-go): never.
+    max_connection_idle: float | None = None
+    #: Server: close gracefully (GOAWAY NO_ERROR, debug data ``max_age``) a
+    #: connection this many seconds old, plus or minus a random 10 % (so connections
+    #: opened together do not all reconnect together; grpc-go's jitter). None (the
+    #: default): never. Balancers use it to spread clients over new servers.
+    max_connection_age: float | None = None
+    #: Server: after ``max_connection_age``'s GOAWAY, seconds the open streams get to
+    #: finish before the connection is closed (their handlers cancelled). None (the
+    #: default, as grpc-go): as long as they take.
+    max_connection_age_grace: float | None = None
+    #: Server policy: seconds a client must leave between its PINGs (grpc-go's
+    #: ``EnforcementPolicy.MinTime``, 5 min). A PING sooner than that after the last
+    #: one is a strike, unless we wrote HEADERS or DATA in between (which clears the
+    #: strikes); the third strike gets GOAWAY(ENHANCE_YOUR_CALM, ``too_many_pings``)
+    #: and the connection is closed. The first PING never strikes. 0 never strikes
+    #: while a stream is open.
+    ping_min_interval: float = 300.0
+    #: Server policy: allow client PINGs while no stream is open. False (grpc-go's
+    #: default): such a PING strikes unless the last one was at least 2 h before.
+    ping_permit_without_stream: bool = False
+
     def __post_init__(self) -> None:
         # Types first (``from __future__ import annotations``: field.type is the
         # annotation's text), so the range checks below compare numbers only. A bool
@@ -94,6 +147,8 @@ class TransportConfig:
                 raise TypeError(
                     f"{field.name} must be {what}, not {type(value).__name__} ({value!r})"
                 )
+            if value != value:  # NaN compares false with everything: refuse it here
+                raise ValueError(f"{field.name} must be a number, not nan")
 
         def check(name: str, ok: bool, rule: str) -> None:
             if not ok:
@@ -127,6 +182,25 @@ class TransportConfig:
         check("reset_rate", self.reset_rate >= 0, ">= 0")
         check("graceful_close_timeout", self.graceful_close_timeout >= 0, ">= 0")
         check("handshake_timeout", self.handshake_timeout > 0, "> 0")
+        if self.keepalive_time is not None:
+            check(
+                "keepalive_time",
+                self.keepalive_time >= MIN_CLIENT_KEEPALIVE_TIME,
+                f">= {MIN_CLIENT_KEEPALIVE_TIME:g} (grpc-go's minimum) or None",
+            )
+        check("keepalive_timeout", self.keepalive_timeout > 0, "> 0")
+        if self.server_keepalive_time is not None:
+            check(
+                "server_keepalive_time",
+                self.server_keepalive_time >= MIN_SERVER_KEEPALIVE_TIME,
+                f">= {MIN_SERVER_KEEPALIVE_TIME:g} or None",
+            )
+        for name in ("max_connection_idle", "max_connection_age"):
+            value = getattr(self, name)
+            check(name, value is None or value > 0, "> 0 or None")
+        grace = self.max_connection_age_grace
+        check("max_connection_age_grace", grace is None or grace >= 0, ">= 0 or None")
+        check("ping_min_interval", self.ping_min_interval >= 0, ">= 0")
 
 
 #: What a ``TransportConfig`` field of each annotation accepts (a float field takes an
@@ -134,6 +208,7 @@ class TransportConfig:
 _FIELD_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "int": ((int,), "an int"),
     "float": ((int, float), "a number (int or float)"),
+    "float | None": ((int, float, type(None)), "a number (int or float) or None"),
     "bool": ((bool,), "a bool"),
 }
 

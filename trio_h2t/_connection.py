@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -52,6 +53,7 @@ from ._exceptions import (
     ConnectionLostError,
     GoAwayError,
     H2ProtocolError,
+    KeepaliveTimeoutError,
     RemoteProtocolError,
 )
 from ._flow import BDP_PING_DATA, BdpEstimator, ConnectionInFlow
@@ -177,6 +179,29 @@ class ConnectionCore:
         # shared: set once, by the first task that asks (connection_info()).
         self._info: ConnectionInfo | None = None
 
+        # -- keepalive (_keepalive.py), tracked only as far as a feature needs it
+        #: trio.current_time() of the reader's latest read (any inbound bytes count
+        #: as a sign of life); -inf before the first. Owner: reader (one store per
+        #: read, only if tracks_reads).
+        self.last_read = -math.inf
+        # immutable after init: a keepalive task will run, so the reader keeps
+        # last_read (the same tests as _keepalive's *_keepalive_enabled).
+        self.tracks_reads = (
+            config.keepalive_time is not None
+            if client_side
+            else config.server_keepalive_time is not None
+        )
+        # immutable after init: a server with max_connection_idle notes when it
+        # goes idle (no stream open).
+        self._track_idle = not client_side and config.max_connection_idle is not None
+        # shared: set by stream_closed (any task) when the last stream closes, if
+        # _track_idle; None: no stream has closed yet (idle since the start).
+        self.idle_since: float | None = None
+        # shared: created by the keepalive task when it goes dormant (a client with
+        # no stream and no permission to ping without one); set and cleared by the
+        # task that starts a stream (loopy, register_client_stream) or by fail().
+        self.keepalive_wakeup: trio.Event | None = None
+
     # ------------------------------------------------------------------ start-up
 
     async def send_preface(self) -> None:
@@ -239,6 +264,15 @@ class ConnectionCore:
         stream.stream_id = stream_id
         self._streams[stream_id] = stream
         self.streams_opened += 1
+        if self.keepalive_wakeup is not None:
+            self.wake_keepalive()
+
+    def wake_keepalive(self) -> None:
+        """Wake the dormant keepalive task (a stream started, or the connection ended)."""
+        wakeup = self.keepalive_wakeup
+        if wakeup is not None:
+            self.keepalive_wakeup = None
+            wakeup.set()
 
     def stream_closed(self, stream: H2Stream) -> None:
         """Both directions are over, or the stream was reset. Idempotent."""
@@ -254,6 +288,8 @@ class ConnectionCore:
                     self._quota_lot.unpark()
             else:
                 self._open_inbound -= 1
+                if self._track_idle and not self._streams:
+                    self.idle_since = trio.current_time()
         # Every close path comes here, so h2's stream table is pruned here (amortised
         # O(1)); h2 itself would only prune while counting streams, which we don't.
         self.h2.prune_closed_streams(stream.stream_id)
@@ -425,8 +461,10 @@ class ConnectionCore:
             if isinstance(error, H2ProtocolError):
                 code = error.error_code
         for stream in list(self._streams.values()):
-            if isinstance(error, trio.BrokenResourceError):
-                stream_error: BaseException = ConnectionLostError("the connection was lost")
+            if isinstance(error, KeepaliveTimeoutError):
+                stream_error: BaseException = KeepaliveTimeoutError(str(error))
+            elif isinstance(error, trio.BrokenResourceError):
+                stream_error = ConnectionLostError("the connection was lost")
             else:
                 stream_error = ConnectionClosingError("the connection was closed")
             stream_error.__cause__ = error
@@ -436,6 +474,7 @@ class ConnectionCore:
         self._quota_lot.unpark_all()
         self._idle.set()
         self.settings_received.set()
+        self.wake_keepalive()
         if finish:
             self.cbuf.finish(error)
             # A write in progress would hold the end on a peer that does not read:
@@ -581,8 +620,16 @@ class ConnectionCore:
             await self.done.wait()
         self.fail(error)
 
-    async def graceful_close(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
+    async def graceful_close(
+        self,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+        debug_data: bytes = b"",
+    ) -> None:
         """Send GOAWAY, let open streams finish (up to ``timeout``), then stop loopy.
+
+        ``debug_data`` goes in the GOAWAY (the keepalive task's ``max_idle`` and
+        ``max_age``); a close already under way keeps its own.
 
         Checkpoint: always. On cancellation (or if loopy has not stopped in time): the
         drain is cut short, not the close: loopy is told to close now (open streams
@@ -596,7 +643,7 @@ class ConnectionCore:
             if not self.closing and self.error is None:
                 self.closing = True
                 last = 0 if self.client_side else None
-                self._put(GoAway(ErrorCodes.NO_ERROR, last_stream_id=last))
+                self._put(GoAway(ErrorCodes.NO_ERROR, last_stream_id=last, debug_data=debug_data))
                 self.check_idle()
             with trio.move_on_after(timeout):
                 await self._idle.wait()

@@ -29,6 +29,7 @@ __all__ = [
     "ErrorCodes",
     "GoAwayError",
     "H2ProtocolError",
+    "KeepaliveTimeoutError",
     "LocalProtocolError",
     "RemoteProtocolError",
     "StreamRefusedError",
@@ -68,6 +69,18 @@ class ConnectionLostError(trio.BrokenResourceError):
     retryable: bool = False
 
 
+class KeepaliveTimeoutError(ConnectionLostError):
+    """Nothing arrived from the peer within ``keepalive_timeout`` seconds after our
+    keepalive PING (``TransportConfig.keepalive_time``): the peer or the path to it is
+    presumed dead, and the connection was closed.
+
+    The connection's ``error``; each stream still open fails with one too (a
+    :class:`ConnectionLostError`, so ``except ConnectionLostError`` catches it).
+    ``retryable`` is False, as for any lost connection: a request in flight may have
+    been processed.
+    """
+
+
 class GoAwayError(ConnectionLostError):
     """The peer sent GOAWAY: it accepts no new streams on this connection.
 
@@ -97,6 +110,20 @@ class GoAwayError(ConnectionLostError):
         super().__init__(
             f"the peer sent GOAWAY with {self.error_code!r} "
             f"(last stream id {last_stream_id}, debug data {self.debug_data!r})"
+        )
+
+    @property
+    def too_many_pings(self) -> bool:
+        """True if the peer (a server) said we ping too often: GOAWAY with
+        ENHANCE_YOUR_CALM and debug data ``too_many_pings`` (grpc-go's policy).
+
+        grpc-go's client then doubles its keepalive time for its later connections;
+        trio_h2t does not reconnect by itself, so an application that does does the
+        same: ``dataclasses.replace(config, keepalive_time=2 * config.keepalive_time)``
+        (docs/keepalive-and-shutdown.md).
+        """
+        return self.error_code == ErrorCodes.ENHANCE_YOUR_CALM and self.debug_data == (
+            b"too_many_pings"
         )
 
 

@@ -194,6 +194,9 @@ class Loopy:
         self._chunks: list[bytes] = []
         self._frames = 0
         self._data_frames = 0
+        # HEADERS blocks written (with _data_frames: the server's ping policy,
+        # PingEnforcer, forgives a client's pings after our writes).
+        self._headers_frames = 0
         self._send_alls = 0
         self._bytes = 0
         self._yields = 0
@@ -206,6 +209,11 @@ class Loopy:
         # not one per send_all: the flag is what a write costs.
         self._write_scope: trio.CancelScope | None = None
         self._writing = False  # inside send_all
+
+    @property
+    def stream_frames_written(self) -> int:
+        """HEADERS and DATA frames written so far (a count that only grows)."""
+        return self._data_frames + self._headers_frames
 
     def statistics(self) -> LoopyStatistics:
         return LoopyStatistics(
@@ -509,6 +517,7 @@ class Loopy:
         stream_id = self._h2.get_next_available_stream_id()
         self._h2.send_headers(stream_id, item.headers, end_stream=item.end_stream)
         self._frames += 1
+        self._headers_frames += 1
         item.starter.started(stream_id)
         if item.end_stream and stream is not None:
             # The HEADERS carried END_STREAM: our side is done, so the stream
@@ -523,6 +532,7 @@ class Loopy:
             self._drop_output(stream)
             return
         self._frames += 1
+        self._headers_frames += 1
         if item.end_stream:
             self._local_end(stream)
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 
 import h2.events
@@ -75,6 +76,7 @@ from ._items import (
     WindowOpened,
     WindowUpdate,
 )
+from ._pings import TOO_MANY_PINGS, PingEnforcer
 from ._ratelimit import TokenBucket
 
 __all__ = ["Admit", "Reader"]
@@ -82,6 +84,8 @@ __all__ = ["Admit", "Reader"]
 #: What the reader calls for each new request (server side): True if it put a
 #: ``PeerResponse`` (the request was refused with a RST_STREAM h2 framed).
 Admit = Callable[[h2.events.RequestReceived], bool]
+
+log = logging.getLogger("trio_h2t")
 
 
 class _OverBudget(Exception):
@@ -145,6 +149,16 @@ class Reader:
             if core.client_side
             else TokenBucket(core.config.reset_burst, core.config.reset_rate, trio.current_time())
         )
+        # owner: reader: the server's policy on client PINGs (None on a client,
+        # which only acks the server's pings, as grpc-go's does).
+        self._enforcer = (
+            None
+            if core.client_side
+            else PingEnforcer(
+                min_interval=core.config.ping_min_interval,
+                permit_without_stream=core.config.ping_permit_without_stream,
+            )
+        )
 
     def _put(self, item: ControlItem) -> None:
         # After finish the connection is going away: nothing more is owed.
@@ -188,6 +202,9 @@ class Reader:
         max_frames = core.config.max_frames_per_read
         state = self._h2
         cbuf = self._cbuf
+        # The keepalive task's news (any bytes are a sign of life), kept only when
+        # a keepalive task runs: a client without keepalive_time pays nothing.
+        now = trio.lowlevel.current_clock().current_time if core.tracks_reads else None
         # Cancelled when loopy ends: nothing more can be written, so the
         # connection is over even if the peer never closes its side.
         with core.reader_scope:
@@ -206,6 +223,8 @@ class Reader:
                         return
                     if not data:
                         raise _PeerClosed
+                    if now is not None:
+                        core.last_read = now()
                 before = state.pending_bytes()
                 try:
                     events = state.receive_data(data, max_frames)
@@ -302,8 +321,10 @@ class Reader:
                 announced = True
                 self._on_settings(ev)
             elif type(ev) is PingReceived:
-                self._put(PeerResponse("ping-ack"))
+                self._put(PeerResponse("ping-ack"))  # the ACK first, as grpc-go
                 announced = True
+                if self._enforcer is not None:
+                    self._police_ping()
             elif type(ev) is PingAckReceived:
                 if ev.ping_data == BDP_PING_DATA and self._bdp is not None:
                     self._on_bdp_ack()
@@ -314,6 +335,26 @@ class Reader:
             # Others (PriorityUpdated, UnknownFrameReceived, ...) need nothing
             # from us.
         return announced
+
+    def _police_ping(self) -> None:
+        """Server: apply the ping policy to a client PING; past the third strike,
+        queue GOAWAY(ENHANCE_YOUR_CALM, ``too_many_pings``) and CloseConnection,
+        fail the connection and stop reading (raises ``_OverBudget``)."""
+        core = self._core
+        enforcer = self._enforcer
+        assert enforcer is not None
+        if not enforcer.on_ping(
+            trio.current_time(),
+            streams_open=bool(self._streams),
+            writes=core.loopy.stream_frames_written,
+        ):
+            return
+        core.enhance_your_calm(
+            TOO_MANY_PINGS,
+            f"the client pinged too often ({enforcer.strikes} strikes; TransportConfig"
+            ".ping_min_interval, ping_permit_without_stream)",
+        )
+        raise _OverBudget
 
     def _refuse_request(self, ev: h2.events.RequestReceived) -> bool:
         """Refuse a new stream (no ``admit``): RST_STREAM(REFUSED_STREAM), put as a
@@ -395,6 +436,12 @@ class Reader:
         core = self._core
         previous = core.goaway_received
         core.goaway_received = ev
+        if core.client_side and previous is None and core.goaway_error().too_many_pings:
+            log.warning(
+                "the server sent GOAWAY(ENHANCE_YOUR_CALM, too_many_pings): this client"
+                " pings too often for its policy; double keepalive_time for the next"
+                " connection (docs/keepalive-and-shutdown.md)"
+            )
         if not core.client_side:
             # The client opens no more streams: close once the open ones are done
             # (h2spec generic/3.8/1, http2/7/1 expect an idle connection to close).

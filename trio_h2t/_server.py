@@ -37,6 +37,7 @@ from ._config import TransportConfig, resolve_config
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
 from ._items import Data, Headers, ResetStream
+from ._keepalive import run_server_keepalive, server_keepalive_enabled
 from ._messages import TLSInfo
 from ._reader import Reader
 from ._sniff import sniff_preface
@@ -486,6 +487,13 @@ async def _serve(
                 "the connection's handshake timer",
                 name="h2-handshake-timeout",
             )
+            if server_keepalive_enabled(config):
+                nursery.start_soon(
+                    core.run_task,
+                    functools.partial(run_server_keepalive, core),
+                    "the connection's keepalive task",
+                    name="h2-keepalive",
+                )
             await reader.run()
             # The reader ended: the connection is over (EOF, protocol error, or
             # finished). Let loopy flush a final GOAWAY, then stop everything.
