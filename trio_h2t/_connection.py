@@ -48,7 +48,7 @@ from ._flow import BDP_PING_DATA, BdpEstimator, ConnectionInFlow
 from ._h2state import GoAwayReceived, H2State, make_h2_state
 from ._items import CloseConnection, ControlItem, GoAway, ResetStream, WindowUpdate
 from ._loopy import FINAL_WRITE_TIMEOUT, Loopy
-from ._messages import CancelKind, CancelReason, ConnectionInfo, connection_info
+from ._messages import DEADLINE, CancelKind, CancelReason, ConnectionInfo, connection_info
 from ._statistics import ConnectionStatistics
 from ._stream import H2Stream
 
@@ -180,12 +180,17 @@ class ConnectionCore:
             self.cbuf.put(item)
 
     def cancel_handler(self, stream: H2Stream, kind: CancelKind, code: int | None) -> None:
-        """Cancel a server stream's handler, recording why (the first reason wins)."""
+        """Cancel a server stream's handler, recording why (the first reason wins:
+        a deadline scope (``H2Stream.move_on_at``) already cancelled is the reason)."""
         scope = stream._cancel_scope
         if scope is None:
             return  # a client stream: its task is the user's, not ours to cancel
         if stream._cancel_reason is None:
-            stream._cancel_reason = CancelReason._make(kind, code)
+            deadline = stream._deadline_scope
+            if deadline is not None and deadline.cancel_called:
+                stream._cancel_reason = DEADLINE
+            else:
+                stream._cancel_reason = CancelReason._make(kind, code)
         scope.cancel()
 
     def connection_info(self) -> ConnectionInfo:
