@@ -22,21 +22,21 @@ target:
 2. memory-network QPS at 100 streams >= 0.6 x the ceiling;
 3. loopy writes >= 20 frames per ``send_all`` at 100 streams (every side, both
    networks);
-4. QPS at 1000 streams >= 0.9 x QPS at 100, in the issue's configuration (TCP,
-   client and server in separate processes).
+4. QPS at 1000 streams >= 0.9 x QPS at 100, in the configuration the targets are
+   set for (TCP, client and server in separate processes).
 
 The same ratio over the memory network is printed under the targets, beside bare
 trio's: there both sides' 1000 streams share one process and one core's 2 MiB L2
 cache, and what grows there (with instructions per RPC unchanged, ``icount.py``) is
 the cost of the cyclic collector and of cache misses, which trio alone shows too.
 
-The ratios use the median of each side. The ceiling in targets 1-2 is stock h2's (the
-issue's definition: two h2 connections); the ratio to trio_h2t's own H2State ceiling
-is shown beside it. Beside each ratio is a 90 % bootstrap interval (the rounds of
-each side resampled 2,000 times with a fixed seed; for the ceiling, each round's
-median of its runs): on a shared machine single runs of one configuration spread by
-25 % or more, so a median over few rounds can land well away from the ratio it
-estimates, and the interval says how far.
+The ratios use the median of each side. The ceiling in targets 1-2 is stock h2's (two
+``H2Connection`` objects, ``micro/ceiling.py --state h2``); the ratio to trio_h2t's
+own H2State ceiling is shown beside it. Beside each ratio is a 90 % bootstrap interval
+(the rounds of each side resampled 2,000 times with a fixed seed; for the ceiling,
+each round's median of its runs): on a shared machine single runs of one
+configuration spread by 25 % or more, so a median over few rounds can land well away
+from the ratio it estimates, and the interval says how far.
 
 **Pooling**: ``--json FILE`` appends every result to FILE; ``--from-json FILE...``
 runs nothing and summarises the results in those files (every round of several

@@ -540,6 +540,131 @@ async def test_cancel_reason_stays_none_for_a_handler_that_completes() -> None:
     assert reasons == [None]
 
 
+DEADLINE = CancelReason("deadline")
+RESPONSE_504 = [(b":status", b"504")]
+
+
+async def test_cancel_reason_is_deadline_once_the_move_on_at_scope_expires(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The handler's move_on_at scope expires: cancel_reason is ("deadline") inside
+    the scope and after it, and the handler still answers."""
+    reasons: list[CancelReason | None] = []
+
+    async def handler(stream: H2Stream) -> None:
+        with stream.move_on_at(trio.current_time() + 1) as scope:
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                reasons.append(stream.cancel_reason)
+                raise
+        assert scope.cancelled_caught
+        reasons.append(stream.cancel_reason)
+        await stream.send_headers(RESPONSE_504, end_stream=True)
+
+    with trio.fail_after(60):
+        async with connected_pair(handler) as (conn, _):
+            response = await conn.request("GET", "/")
+    assert response.status == 504
+    assert reasons == [DEADLINE, DEADLINE]
+
+
+async def test_a_reset_after_the_deadline_leaves_deadline_as_the_reason(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The deadline cancels the handler first, the peer resets the stream while it
+    is still running: the reason stays ("deadline")."""
+    reasons: list[CancelReason | None] = []
+    hit = trio.Event()
+
+    async def handler(stream: H2Stream) -> None:
+        with stream.move_on_at(trio.current_time() + 1):
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                hit.set()
+                with trio.CancelScope(shield=True):
+                    await trio.sleep(5)  # the reset arrives meanwhile
+                reasons.append(stream.cancel_reason)
+                raise
+
+    with trio.fail_after(60):
+        async with connected_pair(handler) as (conn, _):
+            async with conn.open_stream(REQUEST, end_stream=True) as s:
+                await hit.wait()
+                s.reset(ErrorCodes.CANCEL)
+            await trio.sleep(10)
+    assert reasons == [DEADLINE]
+
+
+async def test_a_deadline_after_a_reset_leaves_the_reset_as_the_reason(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The peer resets the stream first; the handler's deadline passes while it is
+    still running: the reason stays ("peer-reset", CANCEL)."""
+    reasons: list[CancelReason | None] = []
+    started = trio.Event()
+
+    async def handler(stream: H2Stream) -> None:
+        with stream.move_on_at(trio.current_time() + 1):
+            started.set()
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                with trio.CancelScope(shield=True):
+                    await trio.sleep(5)  # past the deadline
+                reasons.append(stream.cancel_reason)
+                raise
+
+    with trio.fail_after(60):
+        async with connected_pair(handler) as (conn, _):
+            async with conn.open_stream(REQUEST, end_stream=True) as s:
+                await started.wait()
+                s.reset(ErrorCodes.CANCEL)
+            await trio.sleep(10)
+    assert reasons == [CancelReason("peer-reset", ErrorCodes.CANCEL)]
+
+
+async def test_a_move_on_at_scope_left_in_time_is_no_reason(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A deadline scope the handler left before its deadline: a later reset is the
+    reason, though the deadline has passed by then."""
+    reasons: list[CancelReason | None] = []
+    started = trio.Event()
+
+    async def handler(stream: H2Stream) -> None:
+        with stream.move_on_at(trio.current_time() + 1):
+            await trio.sleep(0.5)
+        started.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            reasons.append(stream.cancel_reason)
+
+    with trio.fail_after(60):
+        async with connected_pair(handler) as (conn, _):
+            async with conn.open_stream(REQUEST, end_stream=True) as s:
+                await started.wait()
+                await trio.sleep(5)
+                assert conn.open_streams == 1
+                s.reset(ErrorCodes.CANCEL)
+            await trio.sleep(1)
+    assert reasons == [CancelReason("peer-reset", ErrorCodes.CANCEL)]
+
+
+async def test_move_on_at_exists_only_on_a_server_stream() -> None:
+    """A client stream has no handler to time: move_on_at raises RuntimeError."""
+    with trio.fail_after(5):
+        async with (
+            connected_pair(_echo_streaming) as (conn, _),
+            conn.open_stream(REQUEST) as s,
+        ):
+            with pytest.raises(RuntimeError, match="server stream"):
+                s.move_on_at(trio.current_time() + 1)
+            await s.end()
+
+
 # ============================================================ the client's Response
 
 

@@ -67,7 +67,7 @@ from ._items import (
     WindowUpdate,
 )
 from ._loopy import FINAL_WRITE_TIMEOUT, Loopy
-from ._messages import CancelKind, CancelReason, ConnectionInfo, connection_info
+from ._messages import DEADLINE, CancelKind, CancelReason, ConnectionInfo, connection_info
 from ._statistics import ConnectionStatistics
 from ._stream import H2Stream
 
@@ -226,12 +226,17 @@ class ConnectionCore:
             self.cbuf.put(item)
 
     def cancel_handler(self, stream: H2Stream, kind: CancelKind, code: int | None) -> None:
-        """Cancel a server stream's handler, recording why (the first reason wins)."""
+        """Cancel a server stream's handler, recording why (the first reason wins:
+        a deadline scope (``H2Stream.move_on_at``) already cancelled is the reason)."""
         scope = stream._cancel_scope
         if scope is None:
             return  # a client stream: its task is the user's, not ours to cancel
         if stream._cancel_reason is None:
-            stream._cancel_reason = CancelReason._make(kind, code)
+            deadline = stream._deadline_scope
+            if deadline is not None and deadline.cancel_called:
+                stream._cancel_reason = DEADLINE
+            else:
+                stream._cancel_reason = CancelReason._make(kind, code)
         scope.cancel()
 
     def refuse_stream(self, stream_id: int) -> bool:

@@ -325,7 +325,7 @@ class Response:
         return cls(int(status), Headers(raw), body, Headers(trailers), early)
 
 
-#: Why the connection cancelled a handler (``CancelReason.kind``):
+#: Why a server handler was cancelled (``CancelReason.kind``). By the connection:
 #:
 #: - ``"peer-reset"``: the peer sent RST_STREAM (``error_code`` is its code);
 #: - ``"stream-error"``: this side reset the stream because the peer broke the
@@ -335,13 +335,18 @@ class Response:
 #: - ``"shutdown"``: this side closed the connection: a graceful close
 #:   (``H2Server.aclose``, ``ServerConnection.aclose``, ``ClientConnection.aclose``)
 #:   whose grace period ran out, or the server stopping.
-CancelKind = Literal["peer-reset", "stream-error", "connection-lost", "shutdown"]
+#:
+#: By the handler's own deadline:
+#:
+#: - ``"deadline"``: the scope ``H2Stream.move_on_at`` made for the handler was
+#:   cancelled (its deadline passed) before the connection cancelled the handler.
+CancelKind = Literal["peer-reset", "stream-error", "connection-lost", "shutdown", "deadline"]
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class CancelReason:
-    """Why the connection cancelled a server handler (``H2Stream.cancel_reason``)."""
+    """Why a server handler was cancelled (``H2Stream.cancel_reason``)."""
 
     kind: CancelKind
     error_code: ErrorCodes | int | None = None
@@ -349,3 +354,7 @@ class CancelReason:
     @classmethod
     def _make(cls, kind: CancelKind, error_code: int | None = None) -> CancelReason:
         return cls(kind, None if error_code is None else _code(error_code))
+
+
+#: The reason of a handler cancelled by its deadline scope (``H2Stream.move_on_at``).
+DEADLINE = CancelReason("deadline")

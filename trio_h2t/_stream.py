@@ -33,7 +33,7 @@ from ._exceptions import ConnectionClosingError, H2ProtocolError, StreamResetErr
 from ._flow import StreamInFlow
 from ._headers import HEAD_RULE, BodyRule, validate_to_send
 from ._items import Data, Headers
-from ._messages import CancelReason, Request
+from ._messages import DEADLINE, CancelReason, Request
 from ._outstream import OutStream
 from ._util import NoPublicConstructor
 
@@ -151,6 +151,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         "_closed",
         "_continue_pending",
         "_core",
+        "_deadline_scope",
         "_end_queued",
         "_error",
         "_headers",
@@ -234,6 +235,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         #: Server only: why the core cancelled that scope; set once, with the cancel.
         #: Shared: core.cancel_handler, from the reader (a reset) or fail() (any task).
         self._cancel_reason: CancelReason | None = None
+        #: Server only: the handler's deadline scope (move_on_at), or None.
+        #: Owner: stream task (set by move_on_at); core.cancel_handler reads it.
+        self._deadline_scope: trio.CancelScope | None = None
         # owner: stream task. The Request view, built on first use.
         self._request_view: Request | None = None
 
@@ -281,15 +285,46 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     @property
     def cancel_reason(self) -> CancelReason | None:
-        """Why the connection cancelled this stream's handler, or None (server side).
+        """Why this stream's handler was cancelled, or None (server side).
 
         Set when the connection cancels the handler: the peer reset the stream
         (``"peer-reset"`` and its code), the peer's request was malformed
         (``"stream-error"``), the connection was lost (``"connection-lost"``) or
-        closed by this side (``"shutdown"``). None if the handler was not cancelled
-        by the connection (a cancellation from outside, e.g. of ``serve_tcp``).
+        closed by this side (``"shutdown"``). ``"deadline"`` once the handler's
+        deadline scope (:meth:`move_on_at`) is cancelled. The first reason stays:
+        a connection cancellation after the deadline leaves ``"deadline"``, a
+        deadline passing after the connection cancelled the handler leaves the
+        connection's reason. None if nothing of these cancelled the handler (a
+        cancellation from outside, e.g. of ``serve_tcp``, or by the handler's own
+        scopes).
         """
-        return self._cancel_reason
+        reason = self._cancel_reason
+        if reason is None:
+            scope = self._deadline_scope
+            if scope is not None and scope.cancel_called:
+                return DEADLINE
+        return reason
+
+    def move_on_at(self, deadline: float) -> trio.CancelScope:
+        """A cancel scope with ``deadline`` (Trio clock), as ``trio.move_on_at``, that
+        is this handler's deadline (server side). Synchronous.
+
+        Enter it around the work the deadline bounds. Once it is cancelled (its
+        deadline passed while it was entered), :attr:`cancel_reason` is
+        ``"deadline"``, unless the connection cancelled the handler before. The
+        transport does nothing else with it: what the handler answers when the scope
+        catches the cancellation is its own business (``trio_h2t.grpc``'s server
+        answers DEADLINE_EXCEEDED). Cancelling the scope by hand counts as its
+        deadline: use another scope for that. The stream keeps the last scope made.
+
+        Raises RuntimeError on a client stream (its task is the caller's own: time it
+        with ``trio.move_on_at``).
+        """
+        if self._cancel_scope is None:
+            raise RuntimeError("stream.move_on_at exists only on a server stream")
+        scope = trio.CancelScope(deadline=deadline)
+        self._deadline_scope = scope
+        return scope
 
     async def receive_headers(self) -> HeaderList:
         """Wait for the peer's headers (the response, on a client) and return them.

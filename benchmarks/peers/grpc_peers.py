@@ -20,7 +20,7 @@ client measures its own with ``time.process_time``: every thread of the process)
 Per preset and implementation it prints the medians over the rounds of QPS, p50 and
 p99 latency, and the server's and the client's CPU µs per call, with the ratio of
 QPS (and p99) to trio_h2t's and a 95 % percentile-bootstrap interval
-(``stats.bootstrap_ratio``); then the issue's targets, PASS/FAIL; and writes a PNG
+(``stats.bootstrap_ratio``); then the targets (``targets``), PASS/FAIL; and writes a PNG
 (``--plot``, matplotlib). ``--json FILE`` keeps every run.
 
 purerpc pins h2 < 4, so it runs from its own virtual environment, which
@@ -806,7 +806,7 @@ def report(results: list[dict[str, Any]], presets: list[str], impls: list[str], 
 
 
 def targets(by: dict[tuple[str, str], list[dict[str, Any]]], stats: Any) -> list[str]:
-    """The issue's targets: trio_h2t's QPS over a peer's (or p99 under), PASS/FAIL."""
+    """The targets: trio_h2t's QPS over a peer's (or p99 under), PASS/FAIL."""
 
     def qps(preset: str, impl: str) -> list[float]:
         return [r["qps"] for r in by.get((preset, impl), [])]

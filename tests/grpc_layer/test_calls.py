@@ -505,6 +505,117 @@ async def test_call_cancel_and_leaving_early() -> None:
             assert await ch.unary_unary("/test.Echo/Unary")(b"still fine") == b"still fine"
 
 
+# ------------------------------------------------- why a handler was cancelled
+
+
+class Why:
+    """``test.Why/Wait`` waits forever. When cancelled it records what its context
+    says (``cancelled``, ``cancel_reason``), and, if the request names a number of
+    seconds, records it again that long later (shielded), then re-raises."""
+
+    SERVICE_NAME = "test.Why"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[bool, trio_h2t.CancelReason | None]] = []
+        self.started = trio.Event()
+        self.cancelled = trio.Event()
+
+    @grpc.rpc()
+    async def Wait(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        assert (context.cancelled, context.cancel_reason) == (False, None)
+        self.started.set()
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            self.seen.append((context.cancelled, context.cancel_reason))
+            self.cancelled.set()
+            if request:
+                with trio.CancelScope(shield=True):
+                    await trio.sleep(float(request))
+                self.seen.append((context.cancelled, context.cancel_reason))
+            raise
+
+
+def _raw_headers(conn: trio_h2t.ClientConnection, path: str, timeout: str) -> Any:
+    extra = [("content-type", "application/grpc"), ("te", "trailers"), ("grpc-timeout", timeout)]
+    return conn.request_headers("POST", path, extra)
+
+
+DEADLINE = trio_h2t.CancelReason("deadline")
+
+
+async def test_handler_cancelled_by_its_deadline_sees_deadline(autojump_clock: object) -> None:
+    """The grpc-timeout expires: the handler's context says cancelled, reason
+    "deadline", and the call ends DEADLINE_EXCEEDED."""
+    why = Why()
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(grpc.Server([why])) as ch:
+            conn = ch.connection
+            async with conn.open_stream(_raw_headers(conn, "/test.Why/Wait", "1S")) as stream:
+                await stream.send_data(grpc.encode_message(b""), end_stream=True)
+                block = dict(await stream.receive_headers())
+    assert block[b"grpc-status"] == b"4"
+    assert why.seen == [(True, DEADLINE)]
+
+
+async def test_deadline_stays_the_reason_when_the_client_resets_afterwards(
+    autojump_clock: object,
+) -> None:
+    """A handler cancelled by its deadline, still running when the client resets the
+    stream (as a client whose own deadline fires does): the reason stays "deadline"."""
+    why = Why()
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(grpc.Server([why])) as ch:
+            conn = ch.connection
+            async with conn.open_stream(_raw_headers(conn, "/test.Why/Wait", "1S")) as stream:
+                await stream.send_data(grpc.encode_message(b"5"), end_stream=True)
+                await why.cancelled.wait()
+                stream.reset(trio_h2t.ErrorCodes.CANCEL)
+    assert why.seen == [(True, DEADLINE), (True, DEADLINE)]
+
+
+async def test_handler_whose_client_cancels_sees_a_peer_reset_with_cancel(
+    autojump_clock: object,
+) -> None:
+    """The client cancels the call before its deadline: "peer-reset" with CANCEL, which
+    stays the reason after the deadline passes."""
+    why = Why()
+    with trio.fail_after(LIMIT):
+        async with grpc_pair(grpc.Server([why])) as ch, trio.open_nursery() as nursery:
+
+            async def call() -> None:
+                await ch.unary_unary("/test.Why/Wait")(b"10", timeout=5)
+
+            nursery.start_soon(call)
+            await why.started.wait()
+            nursery.cancel_scope.cancel()
+    reset = trio_h2t.CancelReason("peer-reset", trio_h2t.ErrorCodes.CANCEL)
+    assert why.seen == [(True, reset), (True, reset)]
+
+
+async def test_handler_on_a_server_shutting_down_sees_shutdown(autojump_clock: object) -> None:
+    """The server closes the connection and its grace period runs out before the
+    call's deadline: "shutdown"."""
+    why = Why()
+    client_t, server_t = trio.testing.memory_stream_pair()
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            served = await nursery.start(trio_h2t.serve_connection, server_t, grpc.Server([why]))
+            async with trio_h2t.open_client_connection(client_t) as conn:
+                ch = grpc.Channel(conn)
+                async with trio.open_nursery() as calls:
+
+                    async def call() -> None:
+                        with pytest.raises(grpc.RpcError) as info:
+                            await ch.unary_unary("/test.Why/Wait")(b"", timeout=30)
+                        assert info.value.code == grpc.StatusCode.UNAVAILABLE
+
+                    calls.start_soon(call)
+                    await why.started.wait()
+                    await served.aclose(grace=1)
+    assert why.seen == [(True, trio_h2t.CancelReason("shutdown"))]
+
+
 # ---------------------------------------------------------------------- limits
 
 

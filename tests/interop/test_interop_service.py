@@ -138,7 +138,7 @@ def test_interop_imports_only_public_names() -> None:
 
 
 def test_cases_are_the_eighteen_described() -> None:
-    """CASES holds exactly the 18 cases of issue 11 (grpc/grpc's names)."""
+    """CASES holds exactly these 18 cases of grpc/grpc doc/interop-test-descriptions.md."""
     assert sorted(ALL) == sorted(
         [
             "empty_unary",

@@ -12,8 +12,10 @@ the response has ended before the client half-closed (grpc/grpc
 For each stream the server checks the request (POST, else HTTP 405; a gRPC
 content-type, else HTTP 415; a known method, else UNIMPLEMENTED; a well-formed
 ``grpc-timeout`` and a supported ``grpc-encoding``), then runs the method's
-handler inside a cancel scope whose deadline is the ``grpc-timeout``: when it
-expires the handler is cancelled and the call ends with DEADLINE_EXCEEDED.
+handler inside a cancel scope whose deadline is the ``grpc-timeout``
+(``H2Stream.move_on_at``, so the stream's ``cancel_reason`` says "deadline"):
+when it expires the handler is cancelled and the call ends with
+DEADLINE_EXCEEDED.
 
 The status goes in the trailers, or, when nothing was sent before it, in a
 trailers-only response (one HEADERS frame with END_STREAM). A handler that raises
@@ -325,13 +327,21 @@ class ServicerContext(metaclass=NoPublicConstructor):
 
     @property
     def cancelled(self) -> bool:
-        """True once the client cancelled the call (reset its stream) or the
-        connection ended under it."""
+        """True once the call was cancelled: by the client (it reset its stream), by
+        its deadline, or by the connection ending under it (the server shutting down,
+        a lost connection). :attr:`cancel_reason` says which."""
         return self._stream.cancel_reason is not None
 
     @property
     def cancel_reason(self) -> trio_h2t.CancelReason | None:
-        """Why the transport cancelled this call's task (``trio_h2t.CancelReason``)."""
+        """Why this call's handler was cancelled (``trio_h2t.CancelReason``), or None.
+
+        ``kind`` is ``"deadline"`` (the ``grpc-timeout`` expired), ``"peer-reset"``
+        (the client reset the stream; ``error_code`` CANCEL when it cancelled the
+        call), ``"shutdown"`` (the server is shutting down and its grace period ran
+        out), ``"connection-lost"`` or ``"stream-error"``. The first reason stays
+        (``H2Stream.cancel_reason``).
+        """
         return self._stream.cancel_reason
 
     @property
@@ -684,7 +694,9 @@ class Server:
         )
         code, details, trailing = StatusCode.OK, "", Metadata()
         status_details: bytes | None = None
-        with trio.CancelScope(deadline=deadline) as scope:
+        # The grpc-timeout's scope, known to the stream: the handler's cancel_reason
+        # says "deadline" once it expires (unless the transport cancelled it first).
+        with stream.move_on_at(deadline) as scope:
             try:
                 await _dispatch(method, requests, context)
             except Exception as raw:
@@ -692,7 +704,7 @@ class Server:
                 if isinstance(err, RpcError):
                     code, details, trailing = err.code, err.details, err.trailing_metadata
                     status_details = err.status_details
-                elif isinstance(err, _TRANSPORT_ERRORS) and stream.cancel_reason is not None:
+                elif isinstance(err, _TRANSPORT_ERRORS) and _stream_gone(stream):
                     raise  # the stream is gone: nothing to answer
                 else:
                     log.exception("handler for %s raised", path)
@@ -711,6 +723,14 @@ class Server:
             pairs = [(k, v) for k, v in trailing if k != STATUS_DETAILS_KEY]
             trailing = Metadata([*pairs, (STATUS_DETAILS_KEY, status_details)])
         await context._send_status(code, details, trailing)
+
+
+def _stream_gone(stream: H2Stream) -> bool:
+    """True if the stream is gone under the handler: the transport cancelled it (a
+    reset, the connection's end), or, after its deadline, the stream was closed too
+    (a reset or the connection's end after the deadline leave "deadline" the reason)."""
+    reason = stream.cancel_reason
+    return reason is not None and (reason.kind != "deadline" or stream.closed)
 
 
 async def _early_abort(stream: H2Stream, http: bytes, code: StatusCode, details: str) -> None:
