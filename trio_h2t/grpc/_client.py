@@ -397,7 +397,8 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
 
     async def _next_payload(self) -> bytes | None:
         """The next response message's bytes, or None at the end of an OK call."""
-        await self._receive_headers()
+        if self._initial is None:
+            await self._receive_headers()
         stream = self._stream
         while self._taken == len(self._messages):
             if self._code is not None:
@@ -855,9 +856,18 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         Raises:
             RpcError: any status but OK (DEADLINE_EXCEEDED when ``timeout`` expires).
         """
-        response, _ = await self.with_call(
-            request, timeout=timeout, metadata=metadata, compression=compression
-        )
+        # with_call's body, not a call of it: one coroutine less per call.
+        async with _CallOpener(
+            self._channel,
+            self.method,
+            self._serializer,
+            self._deserializer,
+            timeout,
+            metadata,
+            compression,
+        ) as call:
+            await call._send(request, end=True)
+            response: Resp = await call.receive_response()
         return response
 
     async def with_call(
