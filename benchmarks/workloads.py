@@ -23,6 +23,17 @@ so a workload that stopped doing its work would fail, not get faster:
     a gRPC bidirectional stream per concurrency slot, ping-pong: the client sends one
     length-prefixed message, the server answers one; an operation is one round trip.
     Headers and trailers as ``grpc-unary``.
+``grpc-layer-unary``
+    what ``grpc-unary`` puts on the wire, made by trio_h2t.grpc's public ``Channel``
+    (``unary_unary``) and ``Server`` (a ``unary_unary_handler`` echoing a response of
+    the response size) instead of by hand: the layer's cost per call against the
+    hand-framed floor (``icount.py --workload grpc-layer-unary`` beside
+    ``--workload grpc-unary``). One ``Channel`` and one ``Server`` per process.
+``grpc-layer-streaming``
+    ``streaming`` made by trio_h2t.grpc: one ``stream_stream`` call per concurrency
+    slot, ``send_message`` then ``receive_message`` per operation; the server's
+    handler writes one response per request (``context.write``). The per-message
+    cost of the layer against the hand-framed ``streaming``.
 ``bulk``
     one stream per operation moving real bytes: the client sends its request body (the
     request size, with its length and CRC-32 in headers) and the server checks both,
@@ -36,15 +47,18 @@ from __future__ import annotations
 import random
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import ClassVar
 
 import trio_h2t
+from trio_h2t import grpc
 
 __all__ = [
     "MESSAGE_PREFIX",
     "WORKLOADS",
     "Bulk",
+    "GrpcLayerStreaming",
+    "GrpcLayerUnary",
     "GrpcUnary",
     "Recorder",
     "Streaming",
@@ -272,6 +286,105 @@ class Streaming(Workload):
         await stream.send_trailers(GRPC_OK)
 
 
+class _GrpcLayer(Workload):
+    """A workload made by trio_h2t.grpc: one Channel per client connection (kept in
+    a dict keyed by the connection, built by the first worker), one Server."""
+
+    method: ClassVar[str]
+
+    def __init__(self, req_size: int, resp_size: int) -> None:
+        super().__init__(req_size, resp_size)
+        self.request = b"x" * req_size  # immutable after init
+        self.response = b"x" * resp_size  # immutable after init
+        self.server = grpc.Server([{self.path: self.method_handler()}])  # immutable after init
+        # owner: the client's workers (one trio run, no await between get and set)
+        self._channels: dict[int, grpc.Channel] = {}
+
+    def method_handler(self) -> grpc.MethodHandler:
+        raise NotImplementedError
+
+    def channel(self, conn: trio_h2t.ClientConnection) -> grpc.Channel:
+        channel = self._channels.get(id(conn))
+        if channel is None:
+            channel = self._channels[id(conn)] = grpc.Channel(conn)
+        return channel
+
+    async def serve(self, stream: trio_h2t.H2Stream) -> None:
+        await self.server(stream)
+
+
+class GrpcLayerUnary(_GrpcLayer):
+    name = "grpc-layer-unary"
+    path = "/bench.Bench/UnaryCall"
+
+    def method_handler(self) -> grpc.MethodHandler:
+        response = self.response
+        req_size = self.req_size
+
+        async def unary(request: bytes, context: grpc.ServicerContext) -> bytes:
+            if len(request) != req_size:
+                raise WorkloadError(f"request of {len(request)} bytes, expected {req_size}")
+            return response
+
+        return grpc.unary_unary_handler(unary)
+
+    async def client(self, conn: trio_h2t.ClientConnection, rec: Recorder) -> None:
+        call = self.channel(conn).unary_unary(self.path)
+        request = self.request
+        expected = self.resp_size
+        perf_counter = time.perf_counter
+        latencies = rec.latencies
+        while rec.take():
+            start = perf_counter()
+            response = await call(request)
+            end = perf_counter()
+            if len(response) != expected:
+                raise WorkloadError(f"response of {len(response)} bytes, expected {expected}")
+            rec.total_ops += 1
+            if rec.measuring:
+                latencies.append(end - start)
+
+
+class GrpcLayerStreaming(_GrpcLayer):
+    name = "grpc-layer-streaming"
+    path = "/bench.Bench/StreamingCall"
+
+    def method_handler(self) -> grpc.MethodHandler:
+        response = self.response
+        req_size = self.req_size
+
+        async def pingpong(requests: AsyncIterator[bytes], context: grpc.ServicerContext) -> None:
+            async for request in requests:
+                if len(request) != req_size:
+                    raise WorkloadError(f"request of {len(request)} bytes, expected {req_size}")
+                await context.write(response)
+
+        return grpc.stream_stream_handler(pingpong)
+
+    async def client(self, conn: trio_h2t.ClientConnection, rec: Recorder) -> None:
+        method = self.channel(conn).stream_stream(self.path)
+        request = self.request
+        expected = self.resp_size
+        perf_counter = time.perf_counter
+        latencies = rec.latencies
+        async with method() as call:
+            while rec.take():
+                start = perf_counter()
+                await call.send_message(request)
+                response = await call.receive_message()
+                end = perf_counter()
+                if len(response) != expected:
+                    raise WorkloadError(f"response of {len(response)} bytes, expected {expected}")
+                rec.total_ops += 1
+                if rec.measuring:
+                    latencies.append(end - start)
+            await call.done_writing()
+            async for _ in call:
+                raise WorkloadError("the server answered a request never sent")
+            if call.code != grpc.StatusCode.OK:
+                raise WorkloadError(f"the call ended with {call.code}")
+
+
 class Bulk(Workload):
     name = "bulk"
     path = "/bench/bulk"
@@ -341,7 +454,9 @@ class Bulk(Workload):
         await stream.send_trailers([(b"x-bench-crc32", str(self.response_crc).encode())])
 
 
-WORKLOADS: dict[str, type[Workload]] = {w.name: w for w in (Unary, GrpcUnary, Streaming, Bulk)}
+WORKLOADS: dict[str, type[Workload]] = {
+    w.name: w for w in (Unary, GrpcUnary, Streaming, GrpcLayerUnary, GrpcLayerStreaming, Bulk)
+}
 
 
 def make_workload(name: str, req_size: int | None, resp_size: int | None) -> Workload:

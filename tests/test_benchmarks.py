@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -510,3 +511,12 @@ def test_decoder_with_reuse_asks_for_fewer_bytes() -> None:
     assert bytes_asked(8192, 1 << 20, True) < 1.2 * 8192
     assert bytes_asked(8192, 1 << 20, False) < 1.2 * 8192
     assert bytes_asked(65536, 16384, True) < 1.2 * 65536 < bytes_asked(65536, 16384, False)
+
+
+def test_grpc_icount_objects_measures_layer_and_floor() -> None:
+    """grpc_icount.py --objects prints objects per call in flight for the layer and by hand."""
+    proc = script("grpc_icount.py", "--objects")
+    assert proc.returncode == 0, proc.stderr
+    found = re.findall(r"^  (hand-framed|trio_h2t\.grpc) .* ([\d.]+) GC-tracked", proc.stdout, re.M)
+    assert [kind for kind, _ in found] == ["hand-framed", "trio_h2t.grpc"]
+    assert all(float(per_call) > 0 for _, per_call in found)

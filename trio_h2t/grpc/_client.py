@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import math
 import ssl
-from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import TracebackType
 from typing import Any, Generic, TypeVar, final
 
 import trio
@@ -49,6 +49,7 @@ from ._framing import (
     encode_message,
 )
 from ._metadata import (
+    NO_METADATA,
     Metadata,
     MetadataLike,
     encode_timeout,
@@ -89,6 +90,7 @@ _PLAIN_HEADERS_MAX = 256
 #: RST_STREAM CANCEL (RFC 9113 §7): how a client cancels a call.
 RST_CANCEL = 0x8
 _TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
+_NO_MESSAGES: list[tuple[bool, bytes]] = []  # Call._messages before any (never appended to)
 
 
 def _error_from_transport(exc: BaseException) -> tuple[StatusCode, str]:
@@ -133,6 +135,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         "_response_encoding",
         "_serializer",
         "_stream",
+        "_taken",
         "_trailing",
         "_waits",
         "_writing_done",
@@ -161,7 +164,9 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         self._decoder = MessageDecoder(
             channel.max_receive_message_size, buffer_reuse=channel.buffer_reuse
         )
-        self._messages: deque[tuple[bool, bytes]] = deque()
+        # The messages of the last chunk decoded, and how many of them were taken.
+        self._messages: list[tuple[bool, bytes]] = _NO_MESSAGES
+        self._taken = 0
         self._initial: Metadata | None = None
         self._response_encoding: str | None = None
         self._last_compressed: bool | None = None
@@ -216,7 +221,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         if self._code is None:
             self._code = code
             self._details = details
-            self._trailing = trailing if trailing is not None else Metadata()
+            self._trailing = trailing if trailing is not None else NO_METADATA
 
     def _rpc_error(self) -> RpcError:
         assert self._code is not None
@@ -319,7 +324,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         if self._initial is not None:
             return
         if self._code is not None:  # ended (cancelled) before any headers
-            self._initial = Metadata()
+            self._initial = NO_METADATA
             if self._code != StatusCode.OK:
                 raise self._rpc_error()
             return
@@ -327,7 +332,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
             self._waits += 1
             headers = await self._stream.receive_headers()
         except _TRANSPORT_ERRORS as exc:
-            self._initial = Metadata()
+            self._initial = NO_METADATA
             self._set_status(*_error_from_transport(exc))
             raise self._rpc_error() from exc
         status = grpc_status = content_type = encoding = None
@@ -343,7 +348,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         try:
             self._initial = metadata_from_headers(headers)
         except ValueError as exc:
-            self._initial = Metadata()
+            self._initial = NO_METADATA
             self._set_status(StatusCode.INTERNAL, f"malformed response metadata: {exc}")
             raise self._rpc_error() from None
         if grpc_status is None and status != b"200":
@@ -353,7 +358,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         if grpc_status is not None:
             # Trailers-only (PROTOCOL-HTTP2.md): the status is in the headers, and
             # their metadata is trailing metadata (as grpc-go and grpcio read it).
-            self._initial = Metadata()
+            self._initial = NO_METADATA
             self._finish(headers)
             return
         if content_type is None or not content_type.startswith(b"application/grpc"):
@@ -371,7 +376,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                 )
                 raise self._rpc_error() from None
 
-    def _finish(self, block: Iterable[tuple[bytes, bytes]]) -> None:
+    def _finish(self, block: Sequence[tuple[bytes, bytes]]) -> None:
         """Read the status from ``block`` (the trailers, or trailers-only headers)."""
         grpc_status = message = None
         for name, value in block:
@@ -392,9 +397,10 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
 
     async def _next_payload(self) -> bytes | None:
         """The next response message's bytes, or None at the end of an OK call."""
-        await self._receive_headers()
+        if self._initial is None:
+            await self._receive_headers()
         stream = self._stream
-        while not self._messages:
+        while self._taken == len(self._messages):
             if self._code is not None:
                 if self._code != StatusCode.OK:
                     raise self._rpc_error()
@@ -407,7 +413,9 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                 continue
             if chunk:
                 try:
-                    self._messages.extend(self._decoder.feed(chunk))
+                    # All taken: the chunk's messages replace them (a list per chunk).
+                    self._messages = self._decoder.feed(chunk)
+                    self._taken = 0
                 except RpcError as exc:
                     self._set_status(exc.code, exc.details)
                 continue
@@ -415,7 +423,8 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                 self._set_status(StatusCode.INTERNAL, "the response ended inside a message")
             else:
                 self._finish(stream.trailers or ())
-        compressed, payload = self._messages.popleft()
+        compressed, payload = self._messages[self._taken]
+        self._taken += 1
         self._last_compressed = compressed
         if compressed:
             if self._response_encoding is None:
@@ -548,7 +557,7 @@ class Channel:
         # owner: the calls' tasks (one trio thread). Method path -> the request header
         # block of a call with no deadline, compression or per-call metadata (the same
         # every time), built once per method; bounded by _PLAIN_HEADERS_MAX.
-        self._plain_headers: dict[str, list[tuple[bytes, bytes]]] = {}
+        self._plain_headers: dict[str, tuple[tuple[bytes, bytes], ...]] = {}
         self._closing = False  # owner: aclose (set once)
         self._active = 0  # owner: the calling tasks (no await between read and write)
         self._idle = trio.Event()  # set when _active drops to 0 while closing
@@ -610,14 +619,19 @@ class Channel:
             await self._idle.wait()
         await self._conn.aclose()
 
+    def _call_ended(self) -> None:
+        self._active -= 1
+        if self._closing and not self._active:
+            self._idle.set()
+
     def _headers(
         self, method: str, deadline: float, metadata: MetadataLike, encoding: str | None
-    ) -> list[tuple[bytes, bytes]]:
+    ) -> Sequence[tuple[bytes, bytes]]:
         plain = encoding is None and deadline == math.inf and not metadata
         if plain:
             cached = self._plain_headers.get(method)
             if cached is not None:
-                return list(cached)
+                return cached  # a tuple: open_stream copies what it keeps
         extra = list(_FIXED_REQUEST_HEADERS)
         if encoding is not None:
             extra.append((b"grpc-encoding", encoding.encode()))
@@ -629,48 +643,137 @@ class Channel:
             extra.extend(metadata_to_headers(Metadata(metadata)))
         block = self._conn.request_headers("POST", method, extra)
         if plain and len(self._plain_headers) < _PLAIN_HEADERS_MAX:
-            self._plain_headers[method] = list(block)
+            self._plain_headers[method] = tuple(block)
         return block
 
-    @asynccontextmanager
-    async def _open(
+    def _open(
         self,
         method: str,
         serializer: Serializer,
         deserializer: Deserializer,
-        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        timeout: float | None,
         metadata: MetadataLike,
         compression: str | bool | None,
-    ) -> AsyncIterator[Call[Any, Any]]:
+    ) -> _CallOpener:
+        return _CallOpener(self, method, serializer, deserializer, timeout, metadata, compression)
+
+
+@final
+class _CallOpener:
+    """A call's context manager (``_Method.open``): the call's stream, and its own
+    deadline scope when it has a ``timeout``.
+
+    A class, not an ``asynccontextmanager`` generator: no async generator (trio
+    registers each one with its asyncgen hooks), no ``AsyncExitStack``, and no
+    cancel scope for a call without a timeout (an infinite deadline of its own
+    could never fire; a surrounding deadline still goes out as ``grpc-timeout``).
+    Owner: the task that enters it (one use).
+    """
+
+    __slots__ = (
+        "_channel",
+        "_compression",
+        "_deserializer",
+        "_metadata",
+        "_method",
+        "_opener",
+        "_scope",
+        "_serializer",
+        "_timeout",
+    )
+
+    def __init__(
+        self,
+        channel: Channel,
+        method: str,
+        serializer: Serializer,
+        deserializer: Deserializer,
+        timeout: float | None,
+        metadata: MetadataLike,
+        compression: str | bool | None,
+    ) -> None:
+        self._channel = channel  # immutable after init
+        self._method = method  # immutable after init
+        self._serializer = serializer  # immutable after init
+        self._deserializer = deserializer  # immutable after init
+        self._timeout = timeout  # immutable after init
+        self._metadata = metadata  # immutable after init
+        self._compression = compression  # immutable after init
+        # owner: the entering task; set on entering
+        self._opener: AbstractAsyncContextManager[H2Stream] | None = None
+        self._scope: trio.CancelScope | None = None
+
+    async def __aenter__(self) -> Call[Any, Any]:
+        if self._opener is not None:
+            raise RuntimeError("a call's open(...) can be entered only once")
         await trio.lowlevel.checkpoint_if_cancelled()
-        if self._closing:
+        channel = self._channel
+        if channel._closing:
             raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
-        now = trio.current_time()
-        own = now + _to_float(timeout)
-        if own <= now:
-            raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded (timeout <= 0)")
-        deadline = min(own, trio.current_effective_deadline())
+        timeout = self._timeout
+        if timeout is None:
+            own = math.inf
+            deadline = trio.current_effective_deadline()
+        else:
+            now = trio.current_time()
+            own = now + _to_float(timeout)
+            if own <= now:
+                raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded (timeout <= 0)")
+            deadline = min(own, trio.current_effective_deadline())
+        compression = self._compression
         encoding = (
-            self.compression
+            channel.compression
             if compression is False
             else check_encoding(compression if isinstance(compression, str) else None)
         )
-        headers = self._headers(method, deadline, metadata, encoding)
-        self._active += 1
+        method = self._method
+        headers = channel._headers(method, deadline, self._metadata, encoding)
+        opener = self._opener = channel._conn.open_stream(headers)
+        channel._active += 1
+        scope = None
         try:
-            with trio.CancelScope(deadline=own) as scope:
-                async with AsyncExitStack() as stack:
-                    try:
-                        stream = await stack.enter_async_context(self._conn.open_stream(headers))
-                    except _TRANSPORT_ERRORS as exc:
-                        raise RpcError(*_error_from_transport(exc)) from exc
-                    yield Call._create(self, stream, method, serializer, deserializer, encoding)
+            if own != math.inf:
+                scope = self._scope = trio.CancelScope(deadline=own)
+                scope.__enter__()
+            try:
+                stream = await opener.__aenter__()
+            except _TRANSPORT_ERRORS as exc:
+                raise RpcError(*_error_from_transport(exc)) from exc
+        except BaseException as exc:
+            try:
+                if scope is not None and scope.__exit__(type(exc), exc, exc.__traceback__):
+                    # Our own deadline expired while waiting for stream quota.
+                    raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+            finally:
+                channel._call_ended()
+            raise
+        return Call._create(channel, stream, method, self._serializer, self._deserializer, encoding)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        # Not a checkpoint: leaving never blocks (the stream's exit does not).
+        opener = self._opener
+        assert opener is not None
+        scope = self._scope
+        try:
+            try:
+                await opener.__aexit__(exc_type, exc, tb)
+            except BaseException as inner:
+                if scope is None or not scope.__exit__(type(inner), inner, inner.__traceback__):
+                    raise
+            else:
+                if scope is None or not scope.__exit__(exc_type, exc, tb):
+                    return False
             if scope.cancelled_caught:
-                raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+                # Our own deadline's cancellation, caught by our scope: the call timed out.
+                raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+            return True
         finally:
-            self._active -= 1
-            if self._closing and not self._active:
-                self._idle.set()
+            self._channel._call_ended()
 
 
 class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
@@ -753,9 +856,18 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         Raises:
             RpcError: any status but OK (DEADLINE_EXCEEDED when ``timeout`` expires).
         """
-        response, _ = await self.with_call(
-            request, timeout=timeout, metadata=metadata, compression=compression
-        )
+        # with_call's body, not a call of it: one coroutine less per call.
+        async with _CallOpener(
+            self._channel,
+            self.method,
+            self._serializer,
+            self._deserializer,
+            timeout,
+            metadata,
+            compression,
+        ) as call:
+            await call._send(request, end=True)
+            response: Resp = await call.receive_response()
         return response
 
     async def with_call(

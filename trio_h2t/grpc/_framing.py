@@ -61,6 +61,8 @@ ACCEPT_ENCODING: Final = ",".join(SUPPORTED_ENCODINGS)
 REUSE_MIN_SIZE: Final = 1024
 
 _PREFIX = struct.Struct(">BI")
+_NO_BODY = bytearray()  # MessageDecoder._body before its first large body (never written)
+_NO_VIEW = memoryview(_NO_BODY)
 PREFIX_SIZE: Final = _PREFIX.size  # 5
 
 
@@ -164,8 +166,10 @@ class MessageDecoder:
         self._buf = bytearray()
         self._need = -1  # body length of the message in progress; -1: reading a prefix
         self._flag = 0
-        self._body = bytearray()  # the kept buffer for large bodies in pieces
-        self._view = memoryview(self._body)  # of _body (never resized: replaced)
+        # The kept buffer for large bodies in pieces, and a view of it (never resized:
+        # replaced); both built on the first such body (most calls never need them).
+        self._body = _NO_BODY
+        self._view = _NO_VIEW
         self._filled = -1  # bytes of the current body in _body; -1: not using _body
 
     @property

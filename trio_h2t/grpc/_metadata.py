@@ -22,13 +22,14 @@ import base64
 import binascii
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TypeAlias, final, overload
 
 __all__ = [
     "Metadata",
     "MetadataLike",
     "MetadataValue",
+    "NO_METADATA",
     "encode_timeout",
     "metadata_from_headers",
     "metadata_to_headers",
@@ -159,6 +160,23 @@ class Metadata:
         return f"Metadata({list(self._pairs)!r})"
 
 
+#: The empty Metadata, shared (it is immutable): most calls carry none.
+NO_METADATA = Metadata()
+
+#: Received header fields that are never metadata and that the layer reads itself
+#: (a block of only these and pseudo-headers has no metadata: nothing to parse).
+PROTOCOL_FIELDS = frozenset(
+    {
+        b"content-type",
+        b"te",
+        b"grpc-accept-encoding",
+        b"grpc-encoding",
+        b"grpc-timeout",
+        b"grpc-status",
+        b"grpc-message",
+    }
+)
+
 #: What a metadata argument accepts: a Metadata, ``(key, value)`` pairs or a mapping.
 MetadataLike: TypeAlias = (
     Metadata | Iterable[tuple[str, MetadataValue]] | Mapping[str, MetadataValue]
@@ -193,11 +211,16 @@ def metadata_to_headers(md: Metadata) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def metadata_from_headers(headers: Iterable[tuple[bytes, bytes]]) -> Metadata:
+def metadata_from_headers(headers: Sequence[tuple[bytes, bytes]]) -> Metadata:
     """The application metadata of a received header block (reserved fields left out).
 
     ValueError for a ``-bin`` value that is not base64.
     """
+    for name, _ in headers:
+        if name not in PROTOCOL_FIELDS and name[:1] != b":":
+            break
+    else:
+        return NO_METADATA  # the usual response headers and trailers: nothing to parse
     pairs: list[tuple[str, MetadataValue]] = []
     for name, value in headers:
         if name[:1] == b":":

@@ -34,9 +34,8 @@ import enum
 import inspect
 import logging
 import math
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import aclosing, nullcontext
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol, TypeAlias, final, runtime_checkable
 
@@ -57,6 +56,7 @@ from ._framing import (
     encode_message,
 )
 from ._metadata import (
+    NO_METADATA,
     STATUS_DETAILS_KEY,
     Metadata,
     MetadataLike,
@@ -84,10 +84,19 @@ __all__ = [
 log = logging.getLogger("trio_h2t.grpc")
 
 _TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
+_NO_SCOPE = nullcontext()  # the handler's "scope" without a deadline (reusable)
+_NO_MESSAGES: list[tuple[bool, bytes]] = []  # _Requests._messages before any (never appended)
 
 # Built once, not per RPC (the hot path of a small unary call).
 _STATUS_VALUES = {code: str(int(code)).encode() for code in StatusCode}
 _ACCEPT_ENCODING = ACCEPT_ENCODING.encode()
+_STATUS_BLOCKS = {code: ((b"grpc-status", value),) for code, value in _STATUS_VALUES.items()}
+_RESPONSE_HEAD = (
+    (b":status", b"200"),
+    (b"content-type", b"application/grpc"),
+    (b"grpc-accept-encoding", _ACCEPT_ENCODING),
+)
+_NO_HEADERS: list[tuple[bytes, bytes]] = []  # ServicerContext._initial by default (never appended)
 _TRAILERS_ONLY_HEAD = (
     (b":status", b"200"),
     (b"content-type", b"application/grpc"),
@@ -268,12 +277,30 @@ class ServicerContext(metaclass=NoPublicConstructor):
     Built by the server, one per RPC; see ``docs/grpc.md``.
     """
 
+    __slots__ = (
+        "_accept",
+        "_code",
+        "_deadline",
+        "_details",
+        "_encoding",
+        "_ended",
+        "_headers_sent",
+        "_initial",
+        "_metadata",
+        "_request_compressed",
+        "_serializer",
+        "_server",
+        "_stream",
+        "_trailing",
+        "method",
+    )
+
     def __init__(
         self,
         server: Server,
         stream: H2Stream,
         method: str,
-        metadata: Metadata,
+        metadata: Metadata | None,
         deadline: float,
         accept: frozenset[str],
         response_serializer: Serializer,
@@ -282,20 +309,30 @@ class ServicerContext(metaclass=NoPublicConstructor):
         self._stream = stream  # immutable after init
         #: The method's path, ``/package.Service/Method``.
         self.method = method  # immutable after init
-        #: The metadata the client sent with its request headers.
-        self.invocation_metadata = metadata  # immutable after init
+        # owner: the handler task. The request's metadata; None: not parsed yet (it
+        # is parsed from the stream's headers when the handler first asks for it).
+        self._metadata = metadata
         self._deadline = deadline  # immutable after init
         self._accept = accept  # immutable after init: the client's grpc-accept-encoding
         self._serializer = response_serializer  # immutable after init
         # owner: the handler task
         self._headers_sent = False
-        self._initial: list[tuple[bytes, bytes]] = []
-        self._trailing = Metadata()
+        self._initial: list[tuple[bytes, bytes]] = _NO_HEADERS
+        self._trailing = NO_METADATA
         self._code: StatusCode | None = None
         self._details = ""
         self._encoding: str | None = self._pick(server.compression)
         self._ended = False
         self._request_compressed: bool | None = None  # written by the call's _Requests
+
+    @property
+    def invocation_metadata(self) -> Metadata:
+        """The metadata the client sent with its request headers."""
+        metadata = self._metadata
+        if metadata is None:
+            # Cannot fail: a block with a -bin field was parsed before the handler ran.
+            metadata = self._metadata = metadata_from_headers(self._stream.headers or ())
+        return metadata
 
     # ------------------------------------------------------------------ call info
 
@@ -395,11 +432,15 @@ class ServicerContext(metaclass=NoPublicConstructor):
         await self._send_headers()
 
     async def _send_headers(self) -> None:
-        block = [(b":status", b"200"), (b"content-type", b"application/grpc")]
-        if self._encoding is not None:
-            block.append((b"grpc-encoding", self._encoding.encode()))
-        block.append((b"grpc-accept-encoding", _ACCEPT_ENCODING))
-        block.extend(self._initial)
+        if self._encoding is None and not self._initial:
+            block: Sequence[tuple[bytes, bytes]] = _RESPONSE_HEAD  # send_headers copies it
+        else:
+            head = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+            if self._encoding is not None:
+                head.append((b"grpc-encoding", self._encoding.encode()))
+            head.append((b"grpc-accept-encoding", _ACCEPT_ENCODING))
+            head.extend(self._initial)
+            block = head
         await self._stream.send_headers(block)
         self._headers_sent = True  # after: a cancelled send_headers queued nothing
 
@@ -432,14 +473,11 @@ class ServicerContext(metaclass=NoPublicConstructor):
         if self._ended:
             return
         self._ended = True
-        block: list[tuple[bytes, bytes]] = [(b"grpc-status", _STATUS_VALUES[code])]
-        if details:
-            block.append((b"grpc-message", encode_grpc_message(details).encode("ascii")))
-        if trailing:
-            try:
-                block.extend(metadata_to_headers(trailing))
-            except ValueError:
-                log.exception("trailing metadata of %s refused", self.method)
+        if not details and not trailing:
+            block: list[tuple[bytes, bytes]] | tuple[tuple[bytes, bytes], ...]
+            block = _STATUS_BLOCKS[code]  # a tuple, built once: send_* copy what they keep
+        else:
+            block = self._status_block(code, details, trailing)
         try:
             if self._headers_sent:
                 await self._stream.send_trailers(block)
@@ -450,10 +488,35 @@ class ServicerContext(metaclass=NoPublicConstructor):
         except _TRANSPORT_ERRORS as exc:
             log.debug("status of %s not sent: %r", self.method, exc)
 
+    def _status_block(
+        self, code: StatusCode, details: str, trailing: Metadata
+    ) -> list[tuple[bytes, bytes]]:
+        block = [(b"grpc-status", _STATUS_VALUES[code])]
+        if details:
+            block.append((b"grpc-message", encode_grpc_message(details).encode("ascii")))
+        if trailing:
+            try:
+                block.extend(metadata_to_headers(trailing))
+            except ValueError:
+                log.exception("trailing metadata of %s refused", self.method)
+        return block
+
 
 @final
 class _Requests:
     """The request messages of one call, decoded as they arrive (an async iterator)."""
+
+    __slots__ = (
+        "_context",
+        "_decoder",
+        "_deserializer",
+        "_encoding",
+        "_ended",
+        "_max",
+        "_messages",
+        "_stream",
+        "_taken",
+    )
 
     def __init__(
         self,
@@ -470,7 +533,10 @@ class _Requests:
         self._max = max_size  # immutable after init
         self._encoding = encoding  # immutable after init
         self._deserializer = deserializer  # immutable after init
-        self._messages: deque[tuple[bool, bytes]] = deque()  # owner: the handler task
+        # owner: the handler task. The messages of the last chunk decoded (a list per
+        # chunk, replaced once all are taken) and how many of them were taken.
+        self._messages: list[tuple[bool, bytes]] = _NO_MESSAGES
+        self._taken = 0
         self._ended = False  # owner: the handler task
 
     def __aiter__(self) -> _Requests:
@@ -493,32 +559,35 @@ class _Requests:
     async def next_payload(self) -> bytes | None:
         """The next request message's bytes, or None once the client half-closed.
 
-        Checkpoint: always (once, without waiting, when a message is buffered).
+        Checkpoint: always (once, without waiting, when a message is buffered or the
+        requests had already ended; else each read of the stream is one).
         """
-        if not self._messages:
-            while not self._messages:
-                if self._ended:
-                    await trio.lowlevel.checkpoint()
+        if self._taken == len(self._messages):
+            if self._ended:
+                await trio.lowlevel.checkpoint()
+                return None
+            while True:
+                chunk = await self._stream.receive_some()  # a checkpoint
+                if chunk:
+                    self._messages = self._decoder.feed(chunk)  # all taken: replaced
+                    self._taken = 0
+                    if self._messages:
+                        break
+                elif self._decoder.pending:
+                    raise RpcError(StatusCode.INTERNAL, "the request ended inside a message")
+                else:
+                    self._ended = True
                     return None
-                await self._read()
         else:
             await trio.lowlevel.checkpoint()
-        compressed, payload = self._messages.popleft()
+        compressed, payload = self._messages[self._taken]
+        self._taken += 1
         self._context._request_compressed = compressed
         if compressed:
             if self._encoding is None:
                 raise RpcError(StatusCode.INTERNAL, "compressed message without a grpc-encoding")
             payload = decompress(payload, self._encoding, self._max)
         return payload
-
-    async def _read(self) -> None:
-        chunk = await self._stream.receive_some()
-        if chunk:
-            self._messages.extend(self._decoder.feed(chunk))
-        elif self._decoder.pending:
-            raise RpcError(StatusCode.INTERNAL, "the request ended inside a message")
-        else:
-            self._ended = True
 
     async def single(self) -> Any:
         """The one request of a unary-request call (INTERNAL for none or several)."""
@@ -628,14 +697,38 @@ class Server:
         Checkpoint: always. On cancellation: (the client reset the stream, or the
         connection ended) the handler is cancelled and nothing more is sent.
         """
-        request = stream.request
-        headers = request.headers
-        if request.method != "POST":
+        # One pass over the raw request block (the transport checked it: lowercase
+        # names, pseudo-headers first) for what the layer reads; the first value of
+        # each, as Headers.get. Metadata is parsed here only when a -bin field could
+        # make it fail (the call then ends before its handler), else when the
+        # handler asks for it.
+        raw = stream.headers or ()
+        http_method = raw_path = content_type = raw_accept = timeout = raw_encoding = None
+        binary = False
+        for name, value in raw:
+            if name == b"content-type":
+                if content_type is None:
+                    content_type = value
+            elif name == b"grpc-accept-encoding":
+                if raw_accept is None:
+                    raw_accept = value
+            elif name == b"grpc-timeout":
+                if timeout is None:
+                    timeout = value
+            elif name == b"grpc-encoding":
+                if raw_encoding is None:
+                    raw_encoding = value
+            elif name == b":method":
+                http_method = value
+            elif name == b":path":
+                raw_path = value
+            elif name[-4:] == b"-bin":
+                binary = True
+        if http_method != b"POST":
             await _early_abort(
-                stream, b"405", StatusCode.INTERNAL, f"method {request.method} is not POST"
+                stream, b"405", StatusCode.INTERNAL, f"method {stream.request.method} is not POST"
             )
             return
-        content_type = headers.get(b"content-type")
         if not _is_grpc_content_type(content_type):
             await _early_abort(
                 stream,
@@ -644,17 +737,18 @@ class Server:
                 f"invalid gRPC request content-type {content_type!r}",
             )
             return
-        path = request.path
+        path = "" if raw_path is None else raw_path.decode("utf-8", "surrogateescape")
         method = self.lookup(path)
         serializer = method.response_serializer if method else identity_serializer
-        accept = _parse_accept(headers.get(b"grpc-accept-encoding"))
-        try:
-            metadata = metadata_from_headers(request.raw_headers)
-        except ValueError as exc:
-            await _early_abort(stream, b"200", StatusCode.INTERNAL, str(exc))
-            return
+        accept = _parse_accept(raw_accept)
+        metadata = None
+        if binary:
+            try:
+                metadata = metadata_from_headers(raw)
+            except ValueError as exc:
+                await _early_abort(stream, b"200", StatusCode.INTERNAL, str(exc))
+                return
         deadline = math.inf
-        timeout = headers.get(b"grpc-timeout")
         if timeout is not None:
             try:
                 deadline = trio.current_time() + parse_timeout(timeout)
@@ -675,13 +769,14 @@ class Server:
                 if known
                 else (f"unknown service {service}")
             )
-            await context._send_status(StatusCode.UNIMPLEMENTED, what, Metadata())
+            await context._send_status(StatusCode.UNIMPLEMENTED, what, NO_METADATA)
             return
-        raw_encoding = headers.get(b"grpc-encoding")
         encoding = None if raw_encoding is None else raw_encoding.decode("utf-8", "surrogateescape")
         if encoding is not None and encoding != "identity" and encoding not in SUPPORTED_ENCODINGS:
             await context._send_status(
-                StatusCode.UNIMPLEMENTED, f"grpc-encoding {encoding!r} is not supported", Metadata()
+                StatusCode.UNIMPLEMENTED,
+                f"grpc-encoding {encoding!r} is not supported",
+                NO_METADATA,
             )
             return
         requests = _Requests(
@@ -692,26 +787,37 @@ class Server:
             context,
             self.buffer_reuse,
         )
-        code, details, trailing = StatusCode.OK, "", Metadata()
+        code, details, trailing = StatusCode.OK, "", NO_METADATA
         status_details: bytes | None = None
-        # The grpc-timeout's scope, known to the stream: the handler's cancel_reason
-        # says "deadline" once it expires (unless the transport cancelled it first).
-        with stream.move_on_at(deadline) as scope:
-            try:
-                await _dispatch(method, requests, context)
-            except Exception as raw:
-                err = _unwrap(raw)
-                if isinstance(err, RpcError):
-                    code, details, trailing = err.code, err.details, err.trailing_metadata
-                    status_details = err.status_details
-                elif isinstance(err, _TRANSPORT_ERRORS) and _stream_gone(stream):
-                    raise  # the stream is gone: nothing to answer
+        # No deadline, no scope: one that could never fire costs a cancel status per
+        # call (the transport's own scope still cancels the handler when the client
+        # resets the stream).
+        # A grpc-timeout's scope is made by the stream (move_on_at), so the handler's
+        # cancel_reason says "deadline" once it expires (unless the transport
+        # cancelled it first).
+        scope = None if deadline == math.inf else stream.move_on_at(deadline)
+        try:
+            with _NO_SCOPE if scope is None else scope:
+                if method.kind is MethodKind.UNARY_UNARY:
+                    # _dispatch's first case, inline: one coroutine less per call.
+                    response = await method.handler(await requests.single(), context)
+                    if context._code is None or context._code is StatusCode.OK:
+                        await context.write(response)
                 else:
-                    log.exception("handler for %s raised", path)
-                    code = StatusCode.UNKNOWN
-                    details = f"Exception calling application: {type(err).__name__}"
-        if scope.cancelled_caught:
-            code, details, trailing = StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", Metadata()
+                    await _dispatch(method, requests, context)
+        except Exception as exc:
+            err = _unwrap(exc)
+            if isinstance(err, RpcError):
+                code, details, trailing = err.code, err.details, err.trailing_metadata
+                status_details = err.status_details
+            elif isinstance(err, _TRANSPORT_ERRORS) and _stream_gone(stream):
+                raise  # the stream is gone: nothing to answer
+            else:
+                log.exception("handler for %s raised", path)
+                code = StatusCode.UNKNOWN
+                details = f"Exception calling application: {type(err).__name__}"
+        if scope is not None and scope.cancelled_caught:
+            code, details, trailing = StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", NO_METADATA
         elif code == StatusCode.OK:
             code = context._code if context._code is not None else StatusCode.OK
             details = context._details
