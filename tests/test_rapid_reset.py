@@ -157,7 +157,8 @@ async def test_rapid_reset_is_bounded_and_ends_with_enhance_your_calm(
 
 async def test_handlers_still_running_count_against_the_stream_limit() -> None:
     """With MAX_CONCURRENT_STREAMS handlers still running for streams the client has
-    reset, a new stream is refused, not started; once they finish, streams start again."""
+    reset, a new stream's handler does not start; the ones reset while they waited
+    never start, and once the running ones finish, new streams start again."""
     release = trio.Event()
     started: list[int] = []
 
@@ -189,6 +190,41 @@ async def test_handlers_still_running_count_against_the_stream_limit() -> None:
         ended = await peer.receive_until(lambda ev: isinstance(ev, h2.events.StreamEnded))
         assert ended.stream_id == 11
         assert sorted(started) == [1, 3, 11]
+        assert core.error is None
+
+
+async def test_a_stream_waits_for_a_handler_slot_instead_of_being_refused() -> None:
+    """A client within MAX_CONCURRENT_STREAMS whose earlier streams are closed but whose
+    handlers still run (work after the response) gets its new stream served once a
+    handler ends, not refused (a refusal failed benchmain's clients at c=100)."""
+    hold = trio.Event()
+    started: list[int] = []
+
+    async def handler(stream: H2Stream) -> None:
+        started.append(stream.stream_id)
+        await stream.send_headers([(":status", "200")], end_stream=True)
+        if stream.stream_id < 5:
+            await hold.wait()  # work after the response: the stream is closed
+
+    config = TransportConfig(max_concurrent_streams=2)
+    async with open_peer_client(handler, server_config=config) as (peer, core):
+        await peer.read_until(lambda: core.settings_acked)
+        for sid in (1, 3):
+            peer.h2.send_headers(sid, REQUEST, end_stream=True)
+        await peer.flush()
+        await peer.read_until(lambda: len(peer.events_of(h2.events.StreamEnded)) == 2)
+        await trio.testing.wait_all_tasks_blocked()
+        assert core.open_streams == 0
+        assert core.handlers_running == 2
+        peer.h2.send_headers(5, REQUEST, end_stream=True)  # within the limit: 0 open
+        await peer.flush()
+        await trio.testing.wait_all_tasks_blocked()
+        assert sorted(started) == [1, 3]  # it waits for a handler slot
+        hold.set()
+        with trio.fail_after(5):  # a refused stream would never end
+            ended = await peer.receive_until(lambda ev: isinstance(ev, h2.events.StreamEnded))
+        assert ended.stream_id == 5
+        assert not peer.events_of(h2.events.StreamReset)
         assert core.error is None
 
 

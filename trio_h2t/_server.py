@@ -21,6 +21,7 @@ handshake), so only cancellation and the listeners' own errors leave ``serve_tcp
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import logging
@@ -149,17 +150,31 @@ class _Admission:
     """Server admission and the handler runner of one connection.
 
     ``admit`` runs in the reader (synchronously); ``run_handler`` is one task per
-    admitted stream in the connection's nursery. Holds no mutable state of its own:
-    the counters it changes are the core's (``_open_inbound``,
-    ``handlers_running``; their tags say who writes them).
+    admitted stream in the connection's nursery. The counters it changes are the
+    core's (``_open_inbound``, ``handlers_running``; their tags say who writes them).
+
+    At most ``max_concurrent_streams`` handlers run at once, whatever the streams: a
+    stream the client reset is closed, but its handler runs on until its next
+    checkpoint (or longer, if it shields its work), so a client that resets each
+    stream as it opens it (Rapid Reset, CVE-2023-44487) would otherwise start
+    handlers without bound while never holding more than one stream open. A stream
+    admitted while that many handlers run waits in ``_waiting`` (it is open: it
+    counts against MAX_CONCURRENT_STREAMS, so at most that many wait) and its handler
+    starts when one ends; one reset while it waits never starts. grpc-go caps its
+    handlers the same way, but stops reading instead, which would also stop the
+    request bodies that the running handlers may be waiting for (docs/security.md).
     """
 
-    __slots__ = ("_core", "_handler", "_nursery")
+    __slots__ = ("_core", "_handler", "_nursery", "_waiting")
 
     def __init__(self, core: ConnectionCore, handler: Handler, nursery: trio.Nursery) -> None:
         self._core = core  # immutable after init
         self._handler = handler  # immutable after init
         self._nursery = nursery  # immutable after init
+        # shared: the reader appends (admit), handler tasks pop (_start_waiting, as
+        # they end); each synchronously. Streams admitted while the handlers were at
+        # their limit, in order.
+        self._waiting: collections.deque[H2Stream] = collections.deque()
 
     def _inbound_stream_limit(self) -> int:
         # RFC 9113 §6.5.3: a peer may open streams before it has seen our SETTINGS,
@@ -181,15 +196,9 @@ class _Admission:
         sid = ev.stream_id
         assert ev.headers is not None
         limit = self._inbound_stream_limit()
-        if core.closing or core._open_inbound >= limit or core.handlers_running >= limit:
+        if core.closing or core._open_inbound >= limit:
             # Refused before any handler sees it; h2 already decoded the header
-            # block, so HPACK stays in sync, and the connection lives on. Handlers
-            # count as well as open streams: a stream the client reset is closed, but
-            # its handler may still be running (until its next checkpoint, or longer
-            # if it shields its work), and a client that resets each stream as it
-            # opens it (Rapid Reset) must not start more handlers than
-            # MAX_CONCURRENT_STREAMS allows open streams (grpc-go caps its handlers the
-            # same way; docs/security.md).
+            # block, so HPACK stays in sync, and the connection lives on.
             return core.refuse_stream(sid)
         headers = list(ev.headers)
         stream = H2Stream._create(core, stream_id=sid, headers=headers)
@@ -202,9 +211,27 @@ class _Admission:
         core._streams[sid] = stream
         core.streams_opened += 1
         core._open_inbound += 1
+        if core.handlers_running >= limit:
+            self._waiting.append(stream)  # its handler starts when one ends
+            return False
         core.handlers_running += 1
         self._nursery.start_soon(self.run_handler, stream, name=f"h2-stream-{sid}")
         return False
+
+    def _start_waiting(self) -> None:
+        """A handler ended: start the handlers of waiting streams that are still open,
+        up to the limit. Called by the ending handler's task; synchronous."""
+        core = self._core
+        waiting = self._waiting
+        limit = self._inbound_stream_limit()
+        while waiting and core.handlers_running < limit:
+            stream = waiting.popleft()
+            if stream._closed:
+                continue  # reset (or the connection ended) while it waited
+            core.handlers_running += 1
+            self._nursery.start_soon(
+                self.run_handler, stream, name=f"h2-stream-{stream.stream_id}"
+            )
 
     async def run_handler(self, stream: H2Stream) -> None:
         """Run the handler on ``stream``; answer for how it ended. Checkpoint: always.
@@ -248,6 +275,8 @@ class _Admission:
                 raise
             finally:
                 core.handlers_running -= 1
+                if self._waiting:
+                    self._start_waiting()
                 if not raised and not scope.cancelled_caught and self._answer_500(stream):
                     log.warning(
                         "handler for stream %d returned without a response; answered 500",
