@@ -229,9 +229,7 @@ class _Admission:
             if stream._closed:
                 continue  # reset (or the connection ended) while it waited
             core.handlers_running += 1
-            self._nursery.start_soon(
-                self.run_handler, stream, name=f"h2-stream-{stream.stream_id}"
-            )
+            self._nursery.start_soon(self.run_handler, stream, name=f"h2-stream-{stream.stream_id}")
 
     async def run_handler(self, stream: H2Stream) -> None:
         """Run the handler on ``stream``; answer for how it ended. Checkpoint: always.
