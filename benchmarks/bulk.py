@@ -169,8 +169,9 @@ def split(total: int, parts: int) -> list[int]:
 
 def parse_impl(spec: str) -> tuple[str, dict[str, Any]]:
     """``raw``, ``h2t``, ``h2t:KEY=VALUE:...`` or a preset -> (kind, config fields)."""
-    spec = PRESETS.get(spec, spec)
     kind, *items = spec.split(":")
+    if kind in PRESETS:  # a preset, maybe with more fields
+        kind, *items = PRESETS[kind].split(":") + items
     if kind not in ("raw", "h2t") or (kind == "raw" and items):
         raise ValueError(f"unknown implementation {spec!r}")
     fields = {f.name: f for f in dataclasses.fields(trio_h2t.TransportConfig)}
@@ -352,8 +353,9 @@ async def h2t_client(
     sizes: Sequence[tuple[int, int]],
     pattern: Pattern,
     check: str,
-) -> None:
+) -> trio_h2t.ConnectionStatistics:
     """One trio_h2t transfer: one stream per (up, down) in ``sizes``, all at once.
+    Returns the client connection's statistics at the end.
 
     Checkpoint: always. On cancellation: the connection closes.
     """
@@ -389,6 +391,7 @@ async def h2t_client(
         async with trio.open_nursery() as nursery:
             for up, down in sizes:
                 nursery.start_soon(one, up, down)
+        return conn.statistics()
 
 
 @dataclasses.dataclass
@@ -402,6 +405,9 @@ class Result:
     seconds: float
     client_cpu: float
     server_cpu: float
+    #: frames the client wrote and read (h2t only; 0 for raw): control overhead
+    frames_sent: int = 0
+    frames_received: int = 0
 
     @property
     def mb_s(self) -> float:
@@ -420,6 +426,8 @@ def measure(
     kind, options = parse_impl(spec)
     port = server.ports[spec]
 
+    frames = [0, 0]
+
     async def transfer() -> None:
         with trio.fail_after(args.timeout):
             if kind == "raw":
@@ -427,7 +435,8 @@ def measure(
             else:
                 sizes = list(zip(split(up, streams), split(down, streams), strict=True))
                 config = trio_h2t.TransportConfig(**options)
-                await h2t_client(port, config, sizes, pattern, args.check)
+                st = await h2t_client(port, config, sizes, pattern, args.check)
+                frames[:] = st.frames_sent, st.frames_received
 
     server_before = server.cpu()
     cpu_before = time.process_time()
@@ -436,7 +445,7 @@ def measure(
     seconds = time.perf_counter() - start
     client_cpu = time.process_time() - cpu_before
     server_cpu = server.cpu() - server_before
-    return Result(spec, streams, size, up + down, seconds, client_cpu, server_cpu)
+    return Result(spec, streams, size, up + down, seconds, client_cpu, server_cpu, *frames)
 
 
 def configurations(args: argparse.Namespace) -> list[tuple[str, int]]:
@@ -452,13 +461,15 @@ def configurations(args: argparse.Namespace) -> list[tuple[str, int]]:
 
 def summarise(results: Sequence[Result], args: argparse.Namespace) -> str:
     level = args.level
+    width = max([28, *(len(spec) + 1 for spec in args.impl)])
     lines = [
         f"bulk: {args.size} MiB each way ({args.direction}), chunk {args.chunk} B,"
         f" {args.rounds} round(s), check {args.check}; MB/s = 10^6 B/s per direction,"
-        " CPU s/GB per process per 10^9 payload bytes moved; ratios of medians"
+        " CPU s/GB per process per 10^9 payload bytes moved; frames/MiB: frames the"
+        " client wrote and read per MiB moved; ratios of medians"
         f" [{level:.0%} bootstrap]",
-        f"{'impl':<28}{'streams':>8}{'MB/s':>10}{'CPU s/GB cli':>14}{'srv':>7}"
-        f"  {'vs raw':<26}vs first h2t",
+        f"{'impl':<{width}}{'streams':>8}{'MB/s':>10}{'CPU s/GB cli':>14}{'srv':>7}"
+        f"{'frames/MiB':>12}  {'vs raw':<26}vs first h2t",
     ]
     raw_specs = [s for s in args.impl if parse_impl(s)[0] == "raw"]
     h2t_specs = [s for s in args.impl if parse_impl(s)[0] == "h2t"]
@@ -483,8 +494,9 @@ def summarise(results: Sequence[Result], args: argparse.Namespace) -> str:
         vs_first = ""
         if spec in h2t_specs and spec != h2t_specs[0]:
             vs_first = ratio(mb, rates(h2t_specs[0], streams))
+        frames = median([(r.frames_sent + r.frames_received) / (r.moved / MIB) for r in mine])
         lines.append(
-            f"{spec:<28}{streams:>8}{median(mb):>10,.0f}{cli:>14.2f}{srv:>7.2f}"
+            f"{spec:<{width}}{streams:>8}{median(mb):>10,.0f}{cli:>14.2f}{srv:>7.2f}{frames:>12.1f}"
             f"  {vs_raw:<26}{vs_first}"
         )
     return "\n".join(lines)
@@ -499,7 +511,7 @@ def parser() -> argparse.ArgumentParser:
         "--impl",
         action="append",
         default=None,
-        help="raw, h2t, h2t:KEY=VALUE[:KEY=VALUE...] or h2t-16m (repeatable; raw and h2t)",
+        help="raw, h2t, h2t:KEY=VALUE[:KEY=VALUE...], h2t-16m[:...] (repeatable; raw and h2t)",
     )
     p.add_argument(
         "--scenario",
