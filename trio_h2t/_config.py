@@ -32,7 +32,8 @@ class TransportConfig:
     max_concurrent_streams: int = 100
     #: SETTINGS_INITIAL_WINDOW_SIZE we advertise for each stream: 1 MiB, not the RFC's
     #: (and grpc-go's) 64 KiB, so a new connection moves bulk data near full speed
-    #: before the BDP estimator has grown anything (docs/flow-control.md).
+    #: before the BDP estimator has grown anything (docs/flow-control.md). Go's HTTP/2
+    #: server uses 1 MiB too (x/net/http2 ``initialStreamRecvWindowSize``).
     initial_window_size: int = 1024 * 1024
     #: Our connection-level receive window; announced with a WINDOW_UPDATE at start.
     #: It is replenished on receipt, so it bounds bytes in flight, not what we buffer
