@@ -136,6 +136,8 @@ class ScriptedPeer:
                 client=client_side,
                 initial_values=dict(settings),
             )
+            # h2 read this when it was built; initial values take effect at once.
+            self.h2.max_inbound_frame_size = self.h2.local_settings.max_frame_size
         self._frame_buffer = h2.frame_buffer.FrameBuffer(server=not client_side)
         self._frame_buffer.max_frame_size = 2**24 - 1
         self.frames: list[Frame] = []

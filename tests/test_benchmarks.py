@@ -520,3 +520,66 @@ def test_grpc_icount_objects_measures_layer_and_floor() -> None:
     found = re.findall(r"^  (hand-framed|trio_h2t\.grpc) .* ([\d.]+) GC-tracked", proc.stdout, re.M)
     assert [kind for kind, _ in found] == ["hand-framed", "trio_h2t.grpc"]
     assert all(float(per_call) > 0 for _, per_call in found)
+
+
+# ---------------------------------------------------------------- bulk.py
+
+
+def test_bulk_moves_checked_bytes_both_ways(tmp_path: Path) -> None:
+    """bulk.py moves every byte (CRC-32 checked) over raw sockets and trio_h2t, one
+    stream and several, and reports MB/s, CPU per GB and ratios against raw."""
+    out = tmp_path / "bulk.json"
+    proc = script(
+        "bulk.py",
+        "--size",
+        "2",
+        "--rounds",
+        "2",
+        "--check",
+        "crc32",
+        "--scenario",
+        "1",
+        "--scenario",
+        "3",
+        "--json",
+        str(out),
+        "--quiet",
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(out.read_text())
+    assert sorted({(r["impl"], r["streams"]) for r in results}) == [
+        ("h2t", 1),
+        ("h2t", 3),
+        ("raw", 1),
+    ]
+    assert len(results) == 6  # 2 rounds of 3
+    for r in results:
+        assert r["size"] == 2 * 1024 * 1024
+        assert r["moved"] == 2 * r["size"]
+        assert r["mb_s"] > 0
+        assert r["client_cpu"] > 0
+        assert r["server_cpu"] > 0
+    assert "vs raw" in proc.stdout
+    assert "CPU s/GB" in proc.stdout
+    assert "x [" in proc.stdout  # a ratio with its interval
+
+
+def test_bulk_checker_catches_wrong_and_missing_bytes() -> None:
+    """bulk.py's receiver check fails a body cut short, a misplaced chunk, a bad CRC."""
+    from benchmarks import bulk
+
+    pattern = bulk.Pattern(1000)
+    body = b"".join(bytes(part) for part in pattern.chunks(5000))
+    for mode in ("sample", "crc32"):
+        good = bulk.Checker(pattern, 5000, mode)
+        for i in range(0, 5000, 700):
+            good.feed(body[i : i + 700])
+        assert good.verdict() == ""
+        short = bulk.Checker(pattern, 5000, mode)
+        short.feed(body[:4000])
+        assert "received 4000 bytes" in short.verdict()
+        shifted = bulk.Checker(pattern, 5000, mode)
+        shifted.feed(body[1:2001])
+        shifted.feed(body[2000:5000])
+        assert shifted.verdict()
+    assert bulk.split(10, 3) == [4, 3, 3]

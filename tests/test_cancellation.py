@@ -43,7 +43,7 @@ from trio_h2t import (
 T = TypeVar("T")
 
 #: Windows pinned at the RFC default, so write quota and flow control can bind.
-FIXED = TransportConfig(dynamic_window=False)
+FIXED = TransportConfig(dynamic_window=False, initial_window_size=65_535)
 
 
 # ============================================================ the cancel-at-step machinery

@@ -70,7 +70,9 @@ SMALL = TransportConfig(dynamic_window=False, connection_window_size=65_535)
 
 
 def fixed(**kwargs: object) -> TransportConfig:
-    """A config with windows pinned (no BDP growth) plus ``kwargs``."""
+    """A config with windows pinned (no BDP growth; stream windows at the RFC default
+    unless given, so a body of a few hundred KiB spans several) plus ``kwargs``."""
+    kwargs.setdefault("initial_window_size", 65_535)
     return TransportConfig(dynamic_window=False, **kwargs)  # type: ignore[arg-type]
 
 
@@ -463,6 +465,41 @@ async def test_send_data_blocks_once_write_quota_is_queued() -> None:
             assert body == chunk * 10
 
 
+@pytest.mark.parametrize(
+    ("ours", "peers", "expected"),
+    [(100_000, 2**24 - 1, 100_000), (2**20, 200_000, 200_000), (2**20, 16_384, 16_384)],
+)
+async def test_data_frames_take_the_smaller_of_both_max_frame_sizes(
+    ours: int, peers: int, expected: int
+) -> None:
+    """DATA is framed up to min(peer's SETTINGS_MAX_FRAME_SIZE, our max_frame_size), and we
+    advertise ours and accept frames that large (RFC 9113 §4.2, §6.5.2)."""
+    settings = {
+        SettingCodes.MAX_FRAME_SIZE: peers,
+        SettingCodes.INITIAL_WINDOW_SIZE: 2**20,
+    }
+    config = TransportConfig(max_frame_size=ours)
+    body = pattern(500_000)
+    with trio.fail_after(5):
+        async with open_peer_server(client_config=config, settings=settings) as (conn, peer):
+            assert peer.h2.remote_settings.max_frame_size == ours
+            peer.h2.increment_flow_control_window(2**20)
+            await peer.flush()
+            async with conn.open_stream(REQUEST) as s:
+                await s.send_data(body, end_stream=True)
+                ended = await peer.receive_until(lambda ev: isinstance(ev, h2.events.StreamEnded))
+                sizes = [len(f.data) for f in peer.frames_of(DataFrame)]
+                assert max(sizes) == expected
+                assert sum(sizes) == len(body)
+                # The peer may answer with frames as large as ours, at once.
+                peer.h2.send_headers(ended.stream_id, [(b":status", b"200")])
+                reply = pattern(min(ours, 2**20 - 1), seed=3)
+                peer.h2.send_data(ended.stream_id, reply, end_stream=True)
+                await peer.flush()
+                await s.receive_headers()
+                assert await s.read_all() == reply
+
+
 async def test_one_task_may_receive_while_another_sends_but_not_two_on_one_side() -> None:
     """A stream takes one waiting receiver and one waiting sender; a second of either
     gets trio.BusyResourceError, and the first ones still finish."""
@@ -521,7 +558,7 @@ async def test_application_that_stops_reading_stops_its_peer(dynamic: bool) -> N
     sent = 0
     window = 65_535
     with trio.fail_after(10):
-        config = TransportConfig(dynamic_window=dynamic)
+        config = TransportConfig(dynamic_window=dynamic, initial_window_size=window)
         async with (
             connected_pair(handler, server_config=config) as (conn, _),
             conn.open_stream(REQUEST) as s,

@@ -1682,7 +1682,7 @@ async def _pair(
 async def test_parked_output_is_released_when_the_connection_ends() -> None:
     """Data waiting for stream window is released (quota returned) when the link dies."""
     ccfg = TransportConfig(write_quota=1000)
-    scfg = TransportConfig(dynamic_window=False)
+    scfg = TransportConfig(dynamic_window=False, initial_window_size=65_535)
     parked: list[int] = []
 
     async def handler(stream: H2Stream) -> None:

@@ -246,3 +246,22 @@ def test_bdp_ping_at_mock_clock_time_zero_is_timed() -> None:
     bdp.add(60_000)
     bdp.timesnap(0.0)
     assert bdp.calculate(0.001) == 120_000
+
+
+def test_bdp_probes_again_only_after_half_an_estimate_of_data() -> None:
+    """After a round trip carrying little of the window, the next probe waits for half
+    the estimate to arrive (since the last probe began); a full round trip re-probes at once."""
+    bdp = BdpEstimator(initial=1 << 20, limit=16 * 2**20)
+    assert bdp.add(16_384) is True
+    bdp.timesnap(100.0)
+    assert bdp.calculate(100.001) == 0  # 16 KiB of a 1 MiB window: no growth
+    sent = 16_384
+    while not bdp.add(16_384):
+        sent += 16_384
+    assert sent + 16_384 >= (1 << 20) // 2
+    assert sent < (1 << 20) // 2 + 16_384
+    bdp.timesnap(200.0)
+    for _ in range(48):  # 768 KiB more in this round trip: over 2/3 of the window
+        bdp.add(16_384)
+    assert bdp.calculate(200.001) > 1 << 20
+    assert bdp.add(16_384) is True  # the window was the limit: probe again at once

@@ -538,3 +538,28 @@ def test_merged_stream_object_behaves_as_h2s_three(
         assert _apply(mine, my_encoder, op, client_side) == _apply(
             stock, stock_encoder, op, client_side
         )
+
+
+def test_max_frame_size_is_advertised_and_enforced_from_the_start() -> None:
+    """make_h2_state's max_frame_size goes out in the first SETTINGS and is our inbound
+    limit at once (h2 read its limit when built, before the initial values were set)."""
+    size = 60_000  # over the RFC's 16 KiB, within the connection's 64 KiB window
+    server = make_h2_state(
+        client_side=False,
+        max_concurrent_streams=100,
+        initial_window_size=1 << 20,
+        max_header_list_size=65_536,
+        max_frame_size=size,
+    )
+    assert server.max_inbound_frame_size == size
+    client = plain(client_side=True)
+    handshake(client, server)
+    assert client.max_outbound_frame_size == size
+    client.send_headers(1, REQUEST)
+    client.send_data(1, bytes(size), end_stream=True)
+    events = server.receive_data(client.data_to_send())
+    assert sum(len(ev.data) for ev in events if isinstance(ev, h2.events.DataReceived)) == size
+    oversize = DataFrame(3, bytes(size + 1)).serialize()
+    client.send_headers(3, REQUEST)
+    with pytest.raises(h2.exceptions.FrameTooLargeError):
+        server.receive_data(client.data_to_send() + oversize)

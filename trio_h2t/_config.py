@@ -14,6 +14,8 @@ RFC_DEFAULT_WINDOW = 65_535
 RFC_MIN_FRAME_SIZE = 16_384
 #: RFC 9113 §6.9.1: a window may never exceed 2^31 - 1.
 MAX_WINDOW = 2**31 - 1
+#: RFC 9113 §6.5.2: the largest SETTINGS_MAX_FRAME_SIZE.
+RFC_MAX_FRAME_SIZE = 2**24 - 1
 
 #: grpc-go's smallest client keepalive time (``keepalive.ClientParameters``: it raises
 #: smaller values to 10 s with a warning; we refuse them, see ``keepalive_time``).
@@ -38,15 +40,25 @@ class TransportConfig:
     #: it with RST_STREAM(REFUSED_STREAM); h2 would kill the connection instead
     #: (hypercorn #335). 100 is h2's and httpcore's default.
     max_concurrent_streams: int = 100
-    #: SETTINGS_INITIAL_WINDOW_SIZE we advertise for each stream (RFC default).
-    initial_window_size: int = RFC_DEFAULT_WINDOW
+    #: SETTINGS_INITIAL_WINDOW_SIZE we advertise for each stream: 1 MiB, not the RFC's
+    #: (and grpc-go's) 64 KiB, so a new connection moves bulk data near full speed
+    #: before the BDP estimator has grown anything (docs/flow-control.md). Go's HTTP/2
+    #: server uses 1 MiB too (x/net/http2 ``initialStreamRecvWindowSize``).
+    initial_window_size: int = 1024 * 1024
     #: Our connection-level receive window; announced with a WINDOW_UPDATE at start.
-    #: grpclib uses 4 MiB; the connection window is replenished on receipt.
-    connection_window_size: int = 4 * 1024 * 1024
+    #: It is replenished on receipt, so it bounds bytes in flight, not what we buffer
+    #: (the stream windows do): 16 MiB, the BDP cap, so it never limits a stream.
+    connection_window_size: int = 16 * 1024 * 1024
     #: Grow windows with grpc-go's BDP estimator, up to ``max_window_size``.
     dynamic_window: bool = True
     #: grpc-go's ``bdpLimit``: 16 MiB.
     max_window_size: int = 16 * 1024 * 1024
+    #: SETTINGS_MAX_FRAME_SIZE we advertise: the largest frame payload we accept (and
+    #: buffer whole before parsing it). Loopy frames DATA up to the smaller of this
+    #: and the peer's value. 1 MiB, not the RFC's 16 KiB (grpc-go's): a 64 KiB write
+    #: is one frame, not four, and each frame costs Python work on both sides
+    #: (docs/flow-control.md, "Defaults and what a peer can make us buffer").
+    max_frame_size: int = 1024 * 1024
     #: Send a WINDOW_UPDATE once this fraction of a window is pending (grpc-go: 1/4).
     window_update_ratio: float = 0.25
     #: SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce (h2's default, 64 KiB).
@@ -169,6 +181,11 @@ class TransportConfig:
             "max_window_size",
             self.initial_window_size <= self.max_window_size <= MAX_WINDOW,
             "in [initial_window_size, 2**31-1]",
+        )
+        check(
+            "max_frame_size",
+            RFC_MIN_FRAME_SIZE <= self.max_frame_size <= RFC_MAX_FRAME_SIZE,
+            f"in [{RFC_MIN_FRAME_SIZE}, 2**24-1]",
         )
         check("window_update_ratio", 0 < self.window_update_ratio <= 1, "in (0, 1]")
         check("max_header_list_size", self.max_header_list_size >= 1024, ">= 1024")

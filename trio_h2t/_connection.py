@@ -107,6 +107,7 @@ class ConnectionCore:
             max_concurrent_streams=config.max_concurrent_streams,
             initial_window_size=config.initial_window_size,
             max_header_list_size=config.max_header_list_size,
+            max_frame_size=config.max_frame_size,
         )
         self.cbuf = ControlBuffer(throttle_limit=config.throttle_limit)  # immutable after init
         self.loopy = Loopy(self, transport)  # immutable after init

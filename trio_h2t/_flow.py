@@ -145,18 +145,36 @@ BDP_PING_DATA = bytes([2, 4, 16, 16, 9, 14, 7, 7])
 _ALPHA = 0.9  # weight of a new RTT sample once 10 samples are in
 _BETA = 0.66  # grow when a sample fills this fraction of the current estimate
 _GAMMA = 2  # ...to this multiple of the sample
+#: Not grpc-go: a probe starts only once this fraction of the current estimate has
+#: arrived since the previous one started. While the window is what limits the
+#: peer, a round trip carries more than that (growth needs 2/3), so probes stay one
+#: per round trip; while something else limits it (CPU, on loopback), a round trip
+#: carries a small part of the window and probing every round trip cost a PING, its
+#: ACK and a connection WINDOW_UPDATE per few frames (docs/flow-control.md).
+_PROBE_SPACING = 0.5
 
 
 @final
 class BdpEstimator:
     """grpc-go's bandwidth-delay-product estimator. Owner: reader (loopy stamps ``sent``).
 
-    One PING per round trip while data flows; when a round trip's worth of data fills
-    at least 2/3 of the current window and bandwidth is at its peak, the window grows
-    to twice the sample, up to ``limit``.
+    One PING per round trip while data flows (but no more often than once per half
+    estimate of data, ``_PROBE_SPACING``); when a round trip's worth of data fills at
+    least 2/3 of the current window and bandwidth is at its peak, the window grows to
+    twice the sample, up to ``limit``.
     """
 
-    __slots__ = ("bdp", "bw_max", "is_sent", "limit", "rtt", "sample", "sample_count", "sent_at")
+    __slots__ = (
+        "bdp",
+        "bw_max",
+        "gap",
+        "is_sent",
+        "limit",
+        "rtt",
+        "sample",
+        "sample_count",
+        "sent_at",
+    )
 
     def __init__(self, initial: int, limit: int) -> None:
         self.bdp = initial
@@ -167,14 +185,19 @@ class BdpEstimator:
         self.sent_at: float | None = None  # when loopy wrote the ping (caller's clock)
         self.rtt = 0.0
         self.sample_count = 0
+        self.gap = 0  # bytes received since the last probe started
 
     def add(self, n: int) -> bool:
         """Account a received DATA frame; True means "send a BDP ping now"."""
         if self.bdp >= self.limit:
             return False
+        self.gap += n
         if not self.is_sent:
+            if self.sample_count and self.gap < self.bdp * _PROBE_SPACING:
+                return False
             self.is_sent = True
             self.sample = n
+            self.gap = n
             self.sent_at = None
             self.sample_count += 1
             return True

@@ -57,6 +57,7 @@ def make_h2_state(
     max_concurrent_streams: int,
     initial_window_size: int,
     max_header_list_size: int,
+    max_frame_size: int = 16_384,
     speed_layer: bool | None = None,
 ) -> H2State:
     """An :class:`H2State` configured for the hot path, its first SETTINGS prepared.
@@ -88,10 +89,16 @@ def make_h2_state(
         codes.INITIAL_WINDOW_SIZE: initial_window_size,
         codes.MAX_HEADER_LIST_SIZE: max_header_list_size,
     }
+    if max_frame_size != 16_384:  # RFC 9113 §6.5.2's initial value: no need to say it
+        initial[codes.MAX_FRAME_SIZE] = max_frame_size
     if client_side:
         initial[codes.ENABLE_PUSH] = 0
     # Assigning before initiate_connection() makes the first SETTINGS carry these
     # values, saving a second SETTINGS round trip (as purerpc, hypercorn, httpcore do).
     state.local_settings = h2.settings.Settings(client=client_side, initial_values=initial)
+    # Initial values are current at once (no ACK changes them), so h2's copy, read
+    # when it was built, is set here: frames up to our limit are accepted from the
+    # start (a peer may use it only after its ACK of our SETTINGS, RFC 9113 §6.5.3).
+    state.max_inbound_frame_size = max_frame_size
     state.decoder.max_header_list_size = max_header_list_size
     return state

@@ -20,7 +20,8 @@ queued output that may be able to move (invariant: ``stream in active`` iff
 ``stream._out.state == OUT_ACTIVE``; ``_outstream.py`` has the per-stream state, which
 only loopy writes). Each turn writes at most one quantum, one DATA
 frame of at most ``min(peer MAX_FRAME_SIZE, stream window, connection window)``
-bytes, for the stream at the head, then moves it to the tail. A stream whose own
+bytes (and at most our own ``max_frame_size``), for the stream at the head, then
+moves it to the tail. A stream whose own
 window is exhausted parks (``OUT_WAITING``) until the peer reopens that window. A
 stream whose next DATA needs the *connection* window while it is exhausted parks
 too (``OUT_CONN_WAITING``), so the streams behind it whose next output needs no
@@ -181,6 +182,8 @@ class Loopy:
         self._transport = transport
         self._min_batch = core.config.min_batch_size
         self._write_buffer_size = core.config.write_buffer_size
+        # We send no frame larger than we accept ourselves, even if the peer allows it.
+        self._max_frame = core.config.max_frame_size
         # Invariant: a stream is in _active iff its _out.state is OUT_ACTIVE, and
         # in _waiting iff it is OUT_WAITING (data queued, stream window exhausted).
         self._active: deque[H2Stream] = deque()
@@ -686,7 +689,7 @@ class Loopy:
                 out.state = OUT_WAITING
                 self._waiting[stream] = None
                 return True
-            size = min(remaining, window, h2.max_outbound_frame_size)
+            size = min(remaining, window, h2.max_outbound_frame_size, self._max_frame)
             chunk: bytes | memoryview
             if offset == 0 and size == len(payload) and not isinstance(payload, bytearray):
                 chunk = payload

@@ -32,7 +32,7 @@ from hyperframe.frame import (
 
 import trio_h2t
 
-from .fake_server import OPENING, FakeServer, Outcome, run_case
+from .fake_server import OPENING, FakeServer, Outcome, get_root, run_case
 from .harness import UNKNOWN_TYPE, ErrorCode, FrameType, Setting, frame_bytes
 
 ACK = SettingsFrame(0, flags=["ACK"]).serialize()
@@ -126,7 +126,8 @@ CONNECTION_ERRORS: list[tuple[str, bytes, ErrorCode]] = [
     ),  # §8.4
     (
         "frame-over-max-frame-size",
-        frame_bytes(FrameType.DATA, 0, 1, b"\0" * 16_385)[:9],
+        # One byte over the SETTINGS_MAX_FRAME_SIZE the client advertises.
+        frame_bytes(FrameType.DATA, 0, 1, bytes(trio_h2t.TransportConfig().max_frame_size + 1))[:9],
         ErrorCode.FRAME_SIZE_ERROR,
     ),  # §4.2
     (
@@ -350,7 +351,15 @@ async def test_stream_phase_connection_error(name: str, bad: bytes, code: ErrorC
         await _handshake(peer)
         await peer.send(bad)
 
-    outcome = await run_case(script)
+    async def get_root_small_window(port: int) -> trio_h2t.Response:
+        # The RFC's 64 KiB stream window, so 80 KiB of DATA overruns it (the default
+        # window is larger than what one send fits in before the client credits).
+        config = trio_h2t.TransportConfig(initial_window_size=65_535)
+        async with trio_h2t.open_connection("127.0.0.1", port, config=config) as conn:
+            return await conn.request("GET", "/")
+
+    small = name == "data-over-stream-window"
+    outcome = await run_case(script, get_root_small_window if small else get_root)
     if name == "data-after-end-stream":
         # The response completed in the same read, before the violation: the
         # request succeeds, and the late DATA still costs the connection.

@@ -153,17 +153,19 @@ def test_4_2_data_frame_over_max_frame_size(conn: H2Client) -> None:
 def test_4_2_headers_frame_over_max_frame_size(conn: H2Client) -> None:
     """RFC 9113 §4.2: a HEADERS frame over SETTINGS_MAX_FRAME_SIZE is a connection
     error FRAME_SIZE_ERROR, since it carries a field block (h2spec http2/4.2/3)."""
-    headers = request_headers() + [(f"x-dummy{i}", DUMMY) for i in range(5)]
+    size = conn.server_settings.get(Setting.MAX_FRAME_SIZE, 16384)
+    headers = request_headers() + [(f"x-dummy{i}", DUMMY) for i in range(size // 3000 + 2)]
     frame = conn.headers_frame(1, headers)
-    assert len(frame.data) > conn.server_settings.get(Setting.MAX_FRAME_SIZE, 16384)
+    assert len(frame.data) > size
     conn.send(frame)
     conn.expect_connection_error(ErrorCode.FRAME_SIZE_ERROR)
 
 
 def test_4_2_settings_frame_over_max_frame_size(conn: H2Client) -> None:
-    """RFC 9113 §4.2: an oversized SETTINGS frame (20000 bytes of unknown settings)
-    is a connection error FRAME_SIZE_ERROR (beyond h2spec)."""
-    payload = b"\x00\xff\x00\x00\x00\x01" * 3334
+    """RFC 9113 §4.2: an oversized SETTINGS frame (unknown settings, over the server's
+    SETTINGS_MAX_FRAME_SIZE) is a connection error FRAME_SIZE_ERROR (beyond h2spec)."""
+    size = conn.server_settings.get(Setting.MAX_FRAME_SIZE, 16384)
+    payload = b"\x00\xff\x00\x00\x00\x01" * (size // 6 + 1)
     conn.send(frame_bytes(FrameType.SETTINGS, 0, 0, payload))
     conn.expect_connection_error(ErrorCode.FRAME_SIZE_ERROR)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hyperframe.frame import ContinuationFrame, DataFrame, GoAwayFrame, HeadersFrame, RstStreamFrame
 
-from .harness import ErrorCode, FrameType, H2Client, frame_bytes, request_headers
+from .harness import ErrorCode, FrameType, H2Client, Setting, frame_bytes, request_headers
 
 
 def test_body_over_content_length_resets_only_that_stream(conn: H2Client) -> None:
@@ -20,9 +20,11 @@ def test_body_over_content_length_resets_only_that_stream(conn: H2Client) -> Non
 
 
 def test_frame_over_max_frame_size_refused_from_its_header(conn: H2Client) -> None:
-    """Only the 9-byte header of a 16,385-byte DATA frame: GOAWAY(FRAME_SIZE_ERROR)
-    arrives without the payload ever being sent (RFC 9113 §4.2)."""
-    header = frame_bytes(FrameType.DATA, 0, 1, b"\x00" * 16_385)[:9]
+    """Only the 9-byte header of a DATA frame one byte over the server's
+    SETTINGS_MAX_FRAME_SIZE: GOAWAY(FRAME_SIZE_ERROR) arrives without the payload ever
+    being sent (RFC 9113 §4.2)."""
+    size = conn.server_settings.get(Setting.MAX_FRAME_SIZE, 16_384) + 1
+    header = frame_bytes(FrameType.DATA, 0, 1, b"\x00" * size)[:9]
     conn.send(conn.open_post(), header)
     goaway = conn.expect_connection_error(ErrorCode.FRAME_SIZE_ERROR)
     assert goaway is not None
