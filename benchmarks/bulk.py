@@ -70,6 +70,7 @@ if not __package__:  # run as a script: import the parts from this directory's p
     sys.modules["benchmarks"] = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(sys.modules["benchmarks"])
 
+from benchmarks.harness import stop_server_process
 from benchmarks.stats import bootstrap_ratio, median
 
 MIB = 1024 * 1024
@@ -306,13 +307,7 @@ class ServerProcess:
         return float(self.proc.stdout.readline())
 
     def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()  # EOF: the server stops
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_server_process(self.proc)
 
 
 # ---------------------------------------------------------------- the client

@@ -61,6 +61,7 @@ __all__ = [
     "run_name",
     "run_once",
     "serve_main",
+    "stop_server_process",
 ]
 
 NETWORKS = ("memory", "tcp")
@@ -265,13 +266,7 @@ class ServerProcess:
         self.port = int(line.rsplit(":", 1)[1])
 
     def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()  # EOF: the server stops
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_server_process(self.proc)
 
 
 # ---------------------------------------------------------------- the client
@@ -580,3 +575,15 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
         return trio.run(run_tcp, args, server.port)
     finally:
         server.close()
+
+
+def stop_server_process(proc: subprocess.Popen[str]) -> None:
+    """Stop a server process that serves until its stdin ends: EOF, then a kill if it
+    has not exited within 10 s."""
+    if proc.stdin is not None:
+        proc.stdin.close()  # EOF: the server stops
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
