@@ -457,6 +457,35 @@ async def test_cancel_reason_for_a_peer_reset_has_its_code() -> None:
     assert reasons[0].error_code is ErrorCodes.ENHANCE_YOUR_CALM
 
 
+async def test_peer_reset_with_no_error_after_its_request_cancels_the_handler() -> None:
+    """A client that sent its whole request and then resets with NO_ERROR (it wants no
+    response) cancels the handler like any reset: cancel_reason ("peer-reset",
+    NO_ERROR); the handler used to run on with no reason recorded, and a write after
+    its connection ended then looked like the handler's own failure."""
+    reasons: list[CancelReason | None] = []
+    started = trio.Event()
+
+    async def handler(stream: H2Stream) -> None:
+        assert await stream.read_all() == b""
+        started.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            reasons.append(stream.cancel_reason)
+
+    with trio.fail_after(5):
+        async with open_peer_client(handler) as (peer, core):
+            peer.h2.send_headers(1, REQUEST, end_stream=True)
+            await peer.flush()
+            await started.wait()
+            peer.h2.reset_stream(1, ErrorCodes.NO_ERROR)
+            await peer.flush()
+            await trio.testing.wait_all_tasks_blocked()
+            assert core.open_streams == 0
+            assert core.handlers_running == 0
+    assert reasons == [CancelReason("peer-reset", ErrorCodes.NO_ERROR)]
+
+
 async def test_cancel_reason_for_a_malformed_request_is_a_stream_error() -> None:
     """A body shorter than its content-length (ended by trailers):
     ("stream-error", PROTOCOL_ERROR)."""

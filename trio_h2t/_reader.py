@@ -382,7 +382,11 @@ class Reader:
         code = ev.error_code if ev.error_code is not None else ErrorCodes.NO_ERROR
         if ev.remote_reset and code == ErrorCodes.NO_ERROR and stream._recv_ended:
             # The peer finished its side and does not want the rest of ours
-            # (RFC 9113 §8.1): what we received stays readable.
+            # (RFC 9113 §8.1): what we received stays readable. A server's handler is
+            # cancelled all the same (cancel_reason "peer-reset", NO_ERROR): nothing
+            # it sends can arrive now, and like any reset stream it must not go on to
+            # write after its connection ended as if the stream were still there.
+            core.cancel_handler(stream, "peer-reset", code)
             self._put(StreamDone(stream))
             core.stream_closed(stream)
             return
