@@ -77,6 +77,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Keepalive decisions (timer, ping policy, age jitter): pure functions of time.
     "_pings": frozenset(),
     "_statistics": frozenset(),
+    # Socket options a connection sets on its TCP socket (TCP_USER_TIMEOUT).
+    "_sockopts": frozenset(),
     "_controlbuf": frozenset({"_exceptions", "_items"}),
     "_config": frozenset({"_controlbuf"}),
     "_messages": frozenset({"_exceptions"}),
@@ -118,6 +120,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_items",
             "_loopy",
             "_messages",
+            "_sockopts",
             "_statistics",
             "_stream",
         }
