@@ -47,6 +47,23 @@ HeaderList = list[tuple[bytes, bytes]]
 
 
 def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> HeaderList:
+    # A list or tuple of tuples of bytes (what the gRPC layer and most callers pass)
+    # is copied whole after a test of its field types: 8,100 instructions for a
+    # 7-field gRPC request block instead of 11,900 (callgrind), most of the
+    # difference the ABC isinstance test below, which a list or tuple (neither a
+    # Mapping nor str/bytes) can skip.
+    kind_of = type(headers)
+    if kind_of is list or kind_of is tuple:
+        for pair in headers:
+            if (
+                type(pair) is not tuple
+                or len(pair) != 2
+                or type(pair[0]) is not bytes
+                or type(pair[1]) is not bytes
+            ):
+                break
+        else:
+            return list(headers)  # type: ignore[arg-type]  # checked: tuples of bytes
     if isinstance(headers, Mapping | str | bytes):
         kind = "a dict" if isinstance(headers, Mapping) else type(headers).__name__
         raise TypeError(
