@@ -52,7 +52,6 @@ METHODS = [
     (h2.connection.H2Connection, "_stream_is_closed_by_end", ("self", "stream_id")),
     (h2.connection.H2Connection, "_receive_data_frame", ("self", "frame")),
     (h2.connection.H2Connection, "_receive_priority_frame", ("self", "frame")),
-    (h2.frame_buffer.FrameBuffer, "_update_header_buffer", ("self", "f")),
     (h2.stream.H2Stream, "_initialize_content_length", ("self", "headers")),
     (
         h2.stream.H2Stream,
@@ -93,7 +92,6 @@ METHODS = [
 #: Private instance attributes of h2, hpack and hyperframe objects we read or replace.
 ATTRIBUTES = {
     "_frame_dispatch_table",
-    "_headers_buffer",
     "_closed_streams",
     "_data_to_send",
     "_data",
@@ -111,6 +109,7 @@ ATTRIBUTES = {
 OURS = {
     "_MAX_SLOTS",
     "_block_size",
+    "_count_block",
     "_cache",
     "_check_not_forgotten",
     "_code",
@@ -187,7 +186,6 @@ def test_private_attributes_exist() -> None:
     for name in ("_frame_dispatch_table", "_closed_streams", "_data_to_send"):
         assert hasattr(conn, name), name
     assert hasattr(h2.frame_buffer.FrameBuffer(), "_data")
-    assert hasattr(h2.frame_buffer.FrameBuffer(), "_headers_buffer")
     assert hasattr(hpack.table.HeaderTable(), "_maxsize")
     assert hasattr(h2.exceptions.StreamClosedError(1), "_events")
     stream = h2.stream.H2Stream(1, h2.config.H2Configuration(), 65_535, 65_535)

@@ -86,16 +86,7 @@ from h2.stream import StreamClosedBy, StreamInputs, StreamState
 from h2.utilities import is_informational_response
 from hpack.exceptions import HPACKError
 from hyperframe.exceptions import InvalidPaddingError
-from hyperframe.frame import (
-    ContinuationFrame,
-    DataFrame,
-    GoAwayFrame,
-    HeadersFrame,
-    PriorityFrame,
-    PushPromiseFrame,
-    RstStreamFrame,
-    SettingsFrame,
-)
+from hyperframe.frame import DataFrame, GoAwayFrame, PriorityFrame, RstStreamFrame, SettingsFrame
 
 from ._hpack import READ_ON_FACTOR, HeaderListTooLarge, ReadOnDecoder
 
@@ -138,8 +129,12 @@ def goaway_frame(last_stream_id: int, error_code: int, debug_data: bytes = b"") 
 #: What h2's ``H2Connection._receive_headers_frame`` catches from hpack as a decoding failure.
 _HPACK_FAILURES = (HPACKError, IndexError, TypeError, UnicodeDecodeError)
 
+_HEADERS = 0x1
 _SETTINGS = 0x4
+_PUSH_PROMISE = 0x5
 _WINDOW_UPDATE = 0x8
+_CONTINUATION = 0x9
+_END_HEADERS = 0x4
 
 
 class PriorityFrameReceived(h2.events.Event):
@@ -193,28 +188,17 @@ class FixedFrameBuffer(FrameBuffer):
         # owner: reader: bytes of the block in h2's _headers_buffer so far.
         self._block_size = 0
 
-    def _update_header_buffer(self, f: Any) -> Any:
-        # h2's, with the size of the block still arriving bounded (docstring).
-        if self._headers_buffer:
-            counted = type(f) is ContinuationFrame
-        else:
-            kind = type(f)
-            counted = (kind is HeadersFrame or kind is PushPromiseFrame) and (
-                "END_HEADERS" not in f.flags
+    def _count_block(self, kind: int, length: int, end: int) -> None:
+        # The header block still arriving (docstring): its size so far, from the
+        # frame headers (padding and priority fields included: a slight overcount).
+        size = length if kind != _CONTINUATION else self._block_size + length
+        if size > self.max_header_block:
+            raise DenialOfServiceError(
+                f"a header block of more than {self.max_header_block} bytes"
+                f" ({READ_ON_FACTOR} times our SETTINGS_MAX_HEADER_LIST_SIZE)"
+                " before END_HEADERS"
             )
-        if counted:
-            size = self._block_size + len(f.data)
-            if size > self.max_header_block:
-                raise DenialOfServiceError(
-                    f"a header block of more than {self.max_header_block} bytes"
-                    f" ({READ_ON_FACTOR} times our SETTINGS_MAX_HEADER_LIST_SIZE)"
-                    " before END_HEADERS"
-                )
-            self._block_size = size
-        result = super()._update_header_buffer(f)
-        if not self._headers_buffer:
-            self._block_size = 0
-        return result
+        self._block_size = 0 if end else size
 
     def __next__(self) -> Any:
         data = self._data
@@ -232,7 +216,12 @@ class FixedFrameBuffer(FrameBuffer):
                     f"frame of {length} bytes, over our SETTINGS_MAX_FRAME_SIZE "
                     f"{self.max_frame_size}"
                 )
-            if kind == _WINDOW_UPDATE and length == 4 and len(data) >= 13:
+            if kind == _CONTINUATION or (
+                kind in (_HEADERS, _PUSH_PROMISE) and not data[4] & _END_HEADERS
+            ):
+                if len(data) >= 9 + length:  # complete: h2 is about to take it
+                    self._count_block(kind, length, data[4] & _END_HEADERS)
+            elif kind == _WINDOW_UPDATE and length == 4 and len(data) >= 13:
                 data[9] &= 0x7F
             elif kind == _SETTINGS and data[4] & 0x1 and length:
                 raise FrameDataMissingError("SETTINGS with ACK must have no payload")
