@@ -603,3 +603,105 @@ def test_flood_budget_is_validated() -> None:
         TransportConfig(flood_burst=0)
     with pytest.raises(ValueError, match="flood_rate"):
         TransportConfig(flood_rate=-1)
+
+
+# ============================================================ server-wide
+
+
+async def test_connections_past_max_connections_are_closed_at_once() -> None:
+    """With max_connections=3 and three connections open, a fourth is closed as soon
+    as it is accepted (nothing written) and counted as refused; once one of the
+    three ends, a new connection is served."""
+    config = TransportConfig(max_connections=3)
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.send_headers([(":status", "200")], end_stream=True)
+
+    with trio.fail_after(20):
+        async with (
+            trio_h2t.open_server(handler, 0, host="127.0.0.1", config=config) as server,
+            trio_h2t.open_connection("127.0.0.1", server.port) as a,
+            trio_h2t.open_connection("127.0.0.1", server.port) as b,
+        ):
+            async with trio_h2t.open_connection("127.0.0.1", server.port) as c:
+                for conn in (a, b, c):
+                    assert (await conn.request("GET", "/")).status == 200
+                sock = await trio.open_tcp_stream("127.0.0.1", server.port)
+                try:
+                    data = await sock.receive_some(100)
+                except trio.BrokenResourceError:
+                    data = b""
+                assert data == b""  # closed, not even our SETTINGS
+                await sock.aclose()
+                stats = server.statistics()
+                assert (stats.connections_open, stats.connections_refused) == (3, 1)
+                assert stats.connections_accepted == 4
+            while server.statistics().connections_open > 2:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            async with trio_h2t.open_connection("127.0.0.1", server.port) as d:
+                assert (await d.request("GET", "/")).status == 200
+            assert server.statistics().connections_refused == 1
+
+
+def test_max_connections_is_validated() -> None:
+    """max_connections must be None or >= 1."""
+    with pytest.raises(ValueError, match="max_connections"):
+        TransportConfig(max_connections=0)
+    with pytest.raises(TypeError, match="max_connections"):
+        TransportConfig(max_connections=True)
+
+
+_IDLE_CLIENTS = r"""
+import socket, sys
+from hyperframe.frame import SettingsFrame
+preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + SettingsFrame(0).serialize()
+preface += SettingsFrame(0, flags=["ACK"]).serialize()
+socks = []
+for _ in range(int(sys.argv[2])):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    s.sendall(preface)
+    socks.append(s)
+print("ok", flush=True)
+sys.stdin.read()
+"""
+
+
+async def test_an_idle_connection_costs_at_most_40_kib() -> None:
+    """200 connections that finished their handshake and then say nothing (their
+    clients in another process) cost the server at most 40 KiB each (tracemalloc):
+    the 64 KiB read buffer is allocated only while reads fill a small one."""
+    import subprocess
+    import sys
+
+    n = 200
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.send_headers([(":status", "200")], end_stream=True)
+
+    with trio.fail_after(60):
+        async with trio_h2t.open_server(handler, 0, host="127.0.0.1") as server:
+            tracemalloc.start()
+            try:
+                before, _ = tracemalloc.get_traced_memory()
+                proc = await trio.lowlevel.open_process(
+                    [sys.executable, "-c", _IDLE_CLIENTS, str(server.port), str(n)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                )
+                try:
+                    assert proc.stdout is not None
+                    assert await proc.stdout.receive_some(10)
+                    cores = server._connections
+                    while len(cores) < n or not all(c.settings_acked for c in cores):  # noqa: ASYNC110
+                        await trio.sleep(0.05)
+                    await trio.sleep(0.2)
+                    after, _ = tracemalloc.get_traced_memory()
+                finally:
+                    assert proc.stdin is not None
+                    await proc.stdin.aclose()
+                    await proc.wait()
+            finally:
+                tracemalloc.stop()
+    per_connection = (after - before) / n
+    print(f"\n[flood] idle connection: {per_connection:.0f} B")
+    assert per_connection <= 40 * 1024

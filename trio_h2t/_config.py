@@ -118,6 +118,12 @@ class TransportConfig:
     flood_burst: int = 1000
     #: Tokens added to that bucket per second, up to ``flood_burst``.
     flood_rate: float = 100.0
+    #: Server: connections open at once (TLS handshakes included), per server; one
+    #: more is closed as soon as it is accepted, before anything is read or written
+    #: (counted in ``H2Server.statistics().connections_refused``). None (the
+    #: default): no cap but the process's file descriptors. Each idle connection
+    #: costs tens of KiB and a descriptor: set it from the memory a server may spend.
+    max_connections: int | None = None
     #: Seconds active streams get to finish after a graceful close sends GOAWAY.
     graceful_close_timeout: float = 10.0
     #: Seconds a client waits for the server's preface (its first SETTINGS frame),
@@ -229,6 +235,11 @@ class TransportConfig:
         check("reset_burst", self.reset_burst >= 1, ">= 1")
         check("reset_rate", self.reset_rate >= 0, ">= 0")
         check("flood_burst", self.flood_burst >= 1, ">= 1")
+        check(
+            "max_connections",
+            self.max_connections is None or self.max_connections >= 1,
+            ">= 1 or None",
+        )
         check("flood_rate", self.flood_rate >= 0, ">= 0")
         check("graceful_close_timeout", self.graceful_close_timeout >= 0, ">= 0")
         check("handshake_timeout", self.handshake_timeout > 0, "> 0")
@@ -259,6 +270,7 @@ _FIELD_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "int": ((int,), "an int"),
     "float": ((int, float), "a number (int or float)"),
     "float | None": ((int, float, type(None)), "a number (int or float) or None"),
+    "int | None": ((int, type(None)), "an int or None"),
     "bool": ((bool,), "a bool"),
 }
 

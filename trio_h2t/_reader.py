@@ -103,34 +103,51 @@ class _PeerClosed(Exception):
     """The transport reached EOF."""
 
 
+#: Bytes of the read buffer while reads are small (an idle connection's, above
+#: all): an idle connection waits in ``recv_into`` on a buffer of this size, not
+#: ``read_buffer_size`` (64 KiB, most of what an idle connection cost).
+SMALL_READ = 1024
+
+
 def _buffer_reader(
     transport: trio.abc.ReceiveStream, size: int
 ) -> Callable[[], Awaitable[bytes | bytearray | memoryview]]:
     """A read function for the reader task.
 
-    On a ``trio.SocketStream`` it reads into one reused buffer of ``size`` bytes
-    (``recv_into``) and returns a view of it, valid until the next read: h2 copies
-    what it is given into its own frame buffer at once, so nothing keeps the view.
-    Any other stream is read with ``receive_some(size)``. Errors follow
-    ``trio.abc.ReceiveStream``: BrokenResourceError for the network,
-    ClosedResourceError if the stream was closed.
+    On a ``trio.SocketStream`` it reads into a reused buffer (``recv_into``) and
+    returns a view of it, valid until the next read: h2 copies what it is given into
+    its own frame buffer at once, so nothing keeps the view. The buffer is
+    ``SMALL_READ`` bytes until a read fills it, then ``size`` bytes until a read
+    returns less than ``SMALL_READ`` (the large one is then dropped): a connection
+    allocates its large buffer only while traffic needs it. Any other stream is read
+    with ``receive_some(size)``. Errors follow ``trio.abc.ReceiveStream``:
+    BrokenResourceError for the network, ClosedResourceError if the stream was
+    closed.
     """
     if not isinstance(transport, trio.SocketStream):
         return functools.partial(transport.receive_some, size)
     sock = transport.socket
-    buffer = bytearray(size)
-    view = memoryview(buffer)
+    small_size = min(SMALL_READ, size)
+    small = bytearray(small_size)
+    buffer = small  # the buffer the next read uses
 
     async def read() -> memoryview:
+        nonlocal buffer
+        current = buffer
         try:
-            n = await sock.recv_into(buffer)
+            n = await sock.recv_into(current)
         except trio.ClosedResourceError:
             raise
         except OSError as exc:
             if sock.fileno() == -1:
                 raise trio.ClosedResourceError("the socket was closed") from exc
             raise trio.BrokenResourceError(f"socket read failed: {exc}") from exc
-        return view[:n]
+        if n == len(current):
+            if current is small:
+                buffer = bytearray(size)  # traffic: read in large pieces
+        elif n < small_size and current is not small:
+            buffer = small  # quiet again: drop the large buffer
+        return memoryview(current)[:n]
 
     return read
 
