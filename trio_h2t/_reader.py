@@ -103,9 +103,9 @@ class _PeerClosed(Exception):
     """The transport reached EOF."""
 
 
-#: Bytes of the read buffer while reads are small (an idle connection's, above
-#: all): an idle connection waits in ``recv_into`` on a buffer of this size, not
-#: ``read_buffer_size`` (64 KiB, most of what an idle connection cost).
+#: A read shorter than this drops the connection's read buffer: the next read
+#: waits for the socket to be readable without one, so an idle connection holds no
+#: ``read_buffer_size`` (64 KiB) buffer, most of what it used to cost.
 SMALL_READ = 1024
 
 
@@ -114,27 +114,29 @@ def _buffer_reader(
 ) -> Callable[[], Awaitable[bytes | bytearray | memoryview]]:
     """A read function for the reader task.
 
-    On a ``trio.SocketStream`` it reads into a reused buffer (``recv_into``) and
-    returns a view of it, valid until the next read: h2 copies what it is given into
-    its own frame buffer at once, so nothing keeps the view. The buffer is
-    ``SMALL_READ`` bytes until a read fills it, then ``size`` bytes until a read
-    returns less than ``SMALL_READ`` (the large one is then dropped): a connection
-    allocates its large buffer only while traffic needs it. Any other stream is read
-    with ``receive_some(size)``. Errors follow ``trio.abc.ReceiveStream``:
+    On a ``trio.SocketStream`` it reads into a reused buffer of ``size`` bytes
+    (``recv_into``) and returns a view of it, valid until the next read: h2 copies
+    what it is given into its own frame buffer at once, so nothing keeps the view.
+    After a read shorter than ``SMALL_READ`` the buffer is dropped, and the next read
+    first waits for the socket to be readable, then allocates it again: a
+    connection holds the buffer only while traffic needs it (a read is never split
+    in two by a smaller buffer). Any other stream is read with
+    ``receive_some(size)``. Errors follow ``trio.abc.ReceiveStream``:
     BrokenResourceError for the network, ClosedResourceError if the stream was
     closed.
     """
     if not isinstance(transport, trio.SocketStream):
         return functools.partial(transport.receive_some, size)
     sock = transport.socket
-    small_size = min(SMALL_READ, size)
-    small = bytearray(small_size)
-    buffer = small  # the buffer the next read uses
+    buffer: bytearray | None = None  # None: quiet, no buffer held
 
     async def read() -> memoryview:
         nonlocal buffer
-        current = buffer
         try:
+            current = buffer
+            if current is None:
+                await trio.lowlevel.wait_readable(sock)
+                current = buffer = bytearray(size)
             n = await sock.recv_into(current)
         except trio.ClosedResourceError:
             raise
@@ -142,11 +144,8 @@ def _buffer_reader(
             if sock.fileno() == -1:
                 raise trio.ClosedResourceError("the socket was closed") from exc
             raise trio.BrokenResourceError(f"socket read failed: {exc}") from exc
-        if n == len(current):
-            if current is small:
-                buffer = bytearray(size)  # traffic: read in large pieces
-        elif n < small_size and current is not small:
-            buffer = small  # quiet again: drop the large buffer
+        if n < SMALL_READ:
+            buffer = None  # quiet again: the view below keeps it until the next read
         return memoryview(current)[:n]
 
     return read
