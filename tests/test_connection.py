@@ -1167,9 +1167,12 @@ async def test_ping_flood_without_reading_stops_our_reader() -> None:
     """A peer flooding PINGs and never reading stops our reader; reading again drains all."""
     ours, theirs = clogged_pair()
     floods, per_flood = 10, 1000
-    # The ping policy would end this at the third PING (tests/test_keepalive.py); the
-    # throttle gate is what is under test here.
-    config = TransportConfig(ping_min_interval=0, ping_permit_without_stream=True)
+    # The ping policy would end this at the third PING (tests/test_keepalive.py), and
+    # the flood budget after flood_burst PINGs answered late (tests/test_floods.py);
+    # the throttle gate is what is under test here.
+    config = TransportConfig(
+        ping_min_interval=0, ping_permit_without_stream=True, flood_burst=1_000_000
+    )
     with trio.fail_after(10):
         async with open_peer_client(echo, server_config=config, transports=(ours, theirs)) as (
             peer,
