@@ -130,8 +130,13 @@ class ConnectionCore:
         # handles one. Bounds those unthrottled items by the streams, whatever the
         # number of WINDOW_UPDATE frames the peer sends.
         self.windows_opened: set[int] = set()
-        # owner: reader: connection-level receive window (what we owe the peer).
-        self.in_flow = ConnectionInFlow(config.connection_window_size, config.window_update_ratio)
+        # owner: reader: connection-level receive window (what we owe the peer),
+        # within the inbound budget (its ``buffered`` is shared: _flow.py says how).
+        self.in_flow = ConnectionInFlow(
+            min(config.connection_window_size, config.max_unread_bytes),
+            config.window_update_ratio,
+            config.max_unread_bytes,
+        )
         # shared: the reader adds samples and calculates; loopy timestamps the PING
         # it writes (on_ping_written). Each call is synchronous.
         self.bdp = (
@@ -216,7 +221,7 @@ class ConnectionCore:
         Written directly, before loopy starts (as grpc-go does). Checkpoint: always.
         """
         self.h2.initiate_connection()
-        extra = self.config.connection_window_size - RFC_DEFAULT_WINDOW
+        extra = self.in_flow.limit - RFC_DEFAULT_WINDOW
         if extra > 0:
             self.h2.increment_flow_control_window(extra)
         data = self.h2.data_to_send()
@@ -290,7 +295,12 @@ class ConnectionCore:
         if stream._closed:
             return
         stream._closed = True
-        stream._in_flow.release()
+        flow = stream._in_flow
+        if flow.pending_data:
+            flow.release()
+            self.connection_window_freed()
+        else:
+            flow.release()
         stream._wake()
         if self._streams.pop(stream.stream_id, None) is not None or stream.stream_id == 0:
             if self.client_side:
@@ -345,6 +355,14 @@ class ConnectionCore:
 
     def send_window_update(self, stream: H2Stream, increment: int) -> None:
         self._put(WindowUpdate(stream, increment))
+
+    def connection_window_freed(self) -> None:
+        """Unread bytes left the inbound budget (read, or dropped with their stream):
+        send the connection WINDOW_UPDATE the budget held back, if one is now due.
+        Synchronous; any task."""
+        inc = self.in_flow.grant()
+        if inc:
+            self._put(WindowUpdate(None, inc))
 
     # -- client stream quota --------------------------------------------------------
 

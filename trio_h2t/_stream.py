@@ -202,7 +202,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._trailers: HeaderList | None = None  # owner: reader
         # shared: the reader (on_data, new_limit), the stream task (on_read, request),
         # stream_closed in any task (release); each call synchronous.
-        self._in_flow = StreamInFlow(core.initial_window_size, config.window_update_ratio)
+        self._in_flow = StreamInFlow(
+            core.initial_window_size, config.window_update_ratio, core.in_flow
+        )
         # shared: the task waiting to receive (set by it, cleared by whoever wakes
         # it or by its cancellation) and the one waiting for write quota. One slot
         # each, not a ParkingLot: fewer objects per waiting stream. A woken task
@@ -827,10 +829,17 @@ class H2Stream(metaclass=NoPublicConstructor):
     def _consumed(self, n: int) -> None:
         if self._closed:
             return  # the window was released with the stream; nothing is owed
-        inc = self._in_flow.on_read(n)
+        flow = self._in_flow
+        inc = flow.on_read(n)
         # Once the peer ended the stream it cannot send more: no update is owed.
         if inc and not self._recv_ended and self._error is None:
             self._core.send_window_update(self, inc)
+        conn = flow.conn
+        # The inbound budget held the connection window back (the cheap necessary
+        # test of ConnectionInFlow.grant; false while the window is replenished on
+        # receipt): the read may have freed some.
+        if conn is not None and conn.unacked >= conn.limit * conn.ratio:
+            self._core.connection_window_freed()
 
     def _request(self, n: int) -> None:
         if not self._recv_ended and self._error is None and self.stream_id:
