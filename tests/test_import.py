@@ -71,7 +71,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_exceptions": frozenset(),
     "_h2fixes": frozenset({"_hpack"}),
     "_h2fast": frozenset({"_h2fixes", "_headers", "_hpack"}),
-    "_h2state": frozenset({"_h2fast", "_h2fixes"}),
+    "_h2state": frozenset({"_h2fast", "_h2fixes", "_hpack"}),
     "_items": frozenset(),
     "_outstream": frozenset(),
     # Keepalive decisions (timer, ping policy, age jitter): pure functions of time.
