@@ -56,6 +56,7 @@ from ._util import (
     require_trio,
     unwrap_single,
 )
+from ._workers import open_reuse_port_listeners
 
 __all__ = [
     "H2Server",
@@ -829,10 +830,17 @@ async def serve_tcp(
     host: str | None = None,
     ssl_context: ssl.SSLContext | None = None,
     config: TransportConfig | None = None,
+    reuse_port: bool = False,
     task_status: trio.TaskStatus[H2Server] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve HTTP/2 on TCP ``port`` (0 picks a free one): h2c (prior knowledge), or
     HTTP/2 over TLS when ``ssl_context`` is given.
+
+    With ``reuse_port``, the listening sockets are bound with ``SO_REUSEPORT``, so
+    several processes (each with its own Trio run) can serve the same port and the
+    kernel spreads new connections over them; ``trio-h2t serve --workers N`` runs
+    such workers under a supervisor (docs/keepalive-and-shutdown.md, "More than one
+    core").
 
     With ``ssl_context``, this calls ``ssl_context.set_alpn_protocols(["h2"])`` on
     the context you pass (an ``SSLContext`` cannot be copied), and clients that do
@@ -856,11 +864,19 @@ async def serve_tcp(
             is empty, or ``ssl_context`` is a client-side context
             (``PROTOCOL_TLS_CLIENT``, what ``ssl.create_default_context()`` makes; a
             server needs ``ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)``).
-        OSError: binding ``port`` failed.
+        OSError: binding ``port`` failed; with ``reuse_port``, also before anything is
+            bound where the platform has no ``SO_REUSEPORT`` (errno ENOPROTOOPT, the
+            message says so).
     """
     require_trio("trio_h2t.serve_tcp")
     config = _check_tcp_server(handler, port, host, ssl_context, config)
-    tcp_listeners = await trio.open_tcp_listeners(port, host=host)
+    if not isinstance(reuse_port, bool):
+        raise TypeError(f"reuse_port must be a bool, not {type(reuse_port).__name__}")
+    tcp_listeners = (
+        await open_reuse_port_listeners(port, host=host)
+        if reuse_port
+        else await trio.open_tcp_listeners(port, host=host)
+    )
     listeners: list[trio.abc.Listener[Any]] = list(tcp_listeners)
     if ssl_context is not None:
         ssl_context.set_alpn_protocols([ALPN_H2])
