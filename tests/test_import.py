@@ -97,6 +97,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_sniff": frozenset(),
     # Worker processes sharing a port: SO_REUSEPORT listeners and the supervisor.
     "_workers": frozenset(),
+    # Socket options (TCP_USER_TIMEOUT for keepalive), on whatever socket a transport has.
+    "_sockopts": frozenset(),
     # Loopy knows the rest of its connection only through its LoopyCore protocol.
     "_loopy": frozenset(
         {
@@ -121,6 +123,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_loopy",
             "_messages",
             "_pings",  # the drain PING (sans-IO constants)
+            "_sockopts",  # TCP_USER_TIMEOUT with keepalive
             "_statistics",
             "_stream",
         }
