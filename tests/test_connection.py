@@ -1010,9 +1010,11 @@ async def test_server_refuses_a_stream_arriving_after_its_goaway() -> None:
             await peer.flush()
             await trio.testing.wait_all_tasks_blocked()
             nursery.start_soon(core.graceful_close)
-            await peer.read_until(lambda: bool(peer.frames_of(GoAwayFrame)))
-            [goaway] = peer.frames_of(GoAwayFrame)
-            assert goaway.last_stream_id == 1
+            # The first GOAWAY (2^31-1) and its PING, which read_until answers; then
+            # the second with the exact last stream id.
+            await peer.read_until(lambda: len(peer.frames_of(GoAwayFrame)) == 2)
+            heads_up, goaway = peer.frames_of(GoAwayFrame)
+            assert (heads_up.last_stream_id, goaway.last_stream_id) == (2**31 - 1, 1)
             peer.h2.send_headers(3, REQUEST, end_stream=True)  # too late
             await peer.flush()
             ev = await peer.receive_until(lambda ev: isinstance(ev, h2.events.StreamReset))

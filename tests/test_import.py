@@ -97,6 +97,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_streamview": frozenset({"_util"}),
     # A server's first look at a connection (HTTP/1.x or HTTP/2?), before any core.
     "_sniff": frozenset(),
+    # Worker processes sharing a port: SO_REUSEPORT listeners and the supervisor.
+    "_workers": frozenset(),
     # Loopy knows the rest of its connection only through its LoopyCore protocol.
     "_loopy": frozenset(
         {
@@ -120,7 +122,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_items",
             "_loopy",
             "_messages",
-            "_sockopts",
+            "_pings",  # the drain PING (sans-IO constants)
+            "_sockopts",  # TCP_USER_TIMEOUT with keepalive
             "_statistics",
             "_stream",
         }
@@ -167,9 +170,10 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_statistics",
             "_stream",
             "_util",
+            "_workers",
         }
     ),
-    "_cli": frozenset({"_client", "_config", "_headers", "_server", "_stream"}),
+    "_cli": frozenset({"_client", "_config", "_headers", "_server", "_stream", "_workers"}),
     "__init__": frozenset(
         {
             "_client",

@@ -76,7 +76,7 @@ from ._items import (
     WindowOpened,
     WindowUpdate,
 )
-from ._pings import TOO_MANY_PINGS, PingEnforcer
+from ._pings import DRAIN_PING_DATA, TOO_MANY_PINGS, PingEnforcer
 from ._ratelimit import TokenBucket
 
 __all__ = ["Admit", "Reader"]
@@ -359,6 +359,8 @@ class Reader:
                 case PingAckReceived():
                     if ev.ping_data == BDP_PING_DATA and self._bdp is not None:
                         self._on_bdp_ack()
+                    elif ev.ping_data == DRAIN_PING_DATA:
+                        core.on_drain_ping_ack()
                 case StreamReset():
                     if not ev.remote_reset:
                         self._put(PeerResponse("rst"))  # h2 answered with RST_STREAM
