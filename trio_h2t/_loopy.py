@@ -550,13 +550,13 @@ class Loopy:
         if not isinstance(stream, H2Stream):
             return False
         unreleased = None
-        if isinstance(item, Data) and item.on_release is not None:
+        if isinstance(item, Data):
             queue = stream._out.queue
             if queue is None or not any(queued is item for queued in queue):
-                unreleased = item.on_release  # never queued: _drop_output won't see it
+                unreleased = item  # never queued: _drop_output won't see it
         self._stream_failed(stream, exc)
         if unreleased is not None:
-            unreleased()
+            unreleased.release()
         return True
 
     def _stream_failed(self, stream: H2Stream, exc: Exception) -> None:
@@ -649,8 +649,8 @@ class Loopy:
     def _queue_output(self, stream: H2Stream, item: Data | Headers) -> None:
         out = stream._out
         if out.done:
-            if isinstance(item, Data) and item.on_release is not None:
-                item.on_release()
+            if isinstance(item, Data):
+                item.release()
             return
         queue = out.queue
         if queue is None:
@@ -727,11 +727,9 @@ class Loopy:
                         # reader closed it (h2 may have forgotten it), and the
                         # StreamDone it queued is still behind this item.
                         self._drop_output(stream)
-                        if item.on_release is not None:
-                            item.on_release()  # taken off the queue: not dropped above
+                        item.release()  # taken off the queue: not dropped above
                         return True
-                if item.on_release is not None:
-                    item.on_release()
+                item.release()
                 self._after_write(stream)
                 return True
             if h2.outbound_flow_control_window <= 0:
@@ -774,8 +772,7 @@ class Loopy:
             if done:
                 queue.popleft()
                 out.offset = 0
-                if item.on_release is not None:
-                    item.on_release()
+                item.release()
                 if item.end_stream:
                     out.state = OUT_EMPTY
                     self._local_end(stream)
@@ -826,8 +823,8 @@ class Loopy:
         queue = out.queue
         while queue:
             item = queue.popleft()
-            if isinstance(item, Data) and item.on_release is not None:
-                item.on_release()
+            if isinstance(item, Data):
+                item.release()
 
     def _drop_all_output(self) -> None:
         # Active *and* parked streams: a stream parked on an exhausted window still
