@@ -53,6 +53,7 @@ METHODS = [
     (h2.connection.H2Connection, "_receive_data_frame", ("self", "frame")),
     # _h2fixes.frame_data looks a stream up as h2's send_data does:
     (h2.connection.H2Connection, "_get_stream_by_id", ("self", "stream_id")),
+    (h2.connection.H2Connection, "_receive_priority_frame", ("self", "frame")),
     (h2.stream.H2Stream, "_initialize_content_length", ("self", "headers")),
     (
         h2.stream.H2Stream,
@@ -109,6 +110,8 @@ ATTRIBUTES = {
 #: Private names our layers introduce; none may collide with a name h2 or hpack defines.
 OURS = {
     "_MAX_SLOTS",
+    "_block_size",
+    "_count_block",
     "_cache",
     "_check_not_forgotten",
     "_code",

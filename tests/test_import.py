@@ -71,12 +71,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_exceptions": frozenset(),
     "_h2fixes": frozenset({"_hpack"}),
     "_h2fast": frozenset({"_h2fixes", "_headers", "_hpack"}),
-    "_h2state": frozenset({"_h2fast", "_h2fixes"}),
+    "_h2state": frozenset({"_h2fast", "_h2fixes", "_hpack"}),
     "_items": frozenset(),
     "_outstream": frozenset(),
     # Keepalive decisions (timer, ping policy, age jitter): pure functions of time.
     "_pings": frozenset(),
     "_statistics": frozenset(),
+    # Socket options a connection sets on its TCP socket (TCP_USER_TIMEOUT).
+    "_sockopts": frozenset(),
     "_controlbuf": frozenset({"_exceptions", "_items"}),
     "_config": frozenset({"_controlbuf"}),
     "_messages": frozenset({"_exceptions"}),
@@ -118,6 +120,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_items",
             "_loopy",
             "_messages",
+            "_sockopts",
             "_statistics",
             "_stream",
         }

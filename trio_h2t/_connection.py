@@ -68,6 +68,7 @@ from ._items import (
 )
 from ._loopy import FINAL_WRITE_TIMEOUT, Loopy
 from ._messages import DEADLINE, CancelKind, CancelReason, ConnectionInfo, connection_info
+from ._sockopts import set_tcp_user_timeout
 from ._statistics import ConnectionStatistics
 from ._stream import H2Stream
 
@@ -129,8 +130,13 @@ class ConnectionCore:
         # handles one. Bounds those unthrottled items by the streams, whatever the
         # number of WINDOW_UPDATE frames the peer sends.
         self.windows_opened: set[int] = set()
-        # owner: reader: connection-level receive window (what we owe the peer).
-        self.in_flow = ConnectionInFlow(config.connection_window_size, config.window_update_ratio)
+        # owner: reader: connection-level receive window (what we owe the peer),
+        # within the inbound budget (its ``buffered`` is shared: _flow.py says how).
+        self.in_flow = ConnectionInFlow(
+            min(config.connection_window_size, config.max_unread_bytes),
+            config.window_update_ratio,
+            config.max_unread_bytes,
+        )
         # shared: the reader adds samples and calculates; loopy timestamps the PING
         # it writes (on_ping_written). Each call is synchronous.
         self.bdp = (
@@ -192,6 +198,10 @@ class ConnectionCore:
             if client_side
             else config.server_keepalive_time is not None
         )
+        if self.tracks_reads:
+            # As grpc-go: the kernel gives up on unacknowledged data as soon as the
+            # keepalive would (_sockopts.py says why).
+            set_tcp_user_timeout(transport, config.keepalive_timeout)
         # immutable after init: a server with max_connection_idle notes when it
         # goes idle (no stream open).
         self._track_idle = not client_side and config.max_connection_idle is not None
@@ -211,7 +221,7 @@ class ConnectionCore:
         Written directly, before loopy starts (as grpc-go does). Checkpoint: always.
         """
         self.h2.initiate_connection()
-        extra = self.config.connection_window_size - RFC_DEFAULT_WINDOW
+        extra = self.in_flow.limit - RFC_DEFAULT_WINDOW
         if extra > 0:
             self.h2.increment_flow_control_window(extra)
         data = self.h2.data_to_send()
@@ -285,7 +295,12 @@ class ConnectionCore:
         if stream._closed:
             return
         stream._closed = True
-        stream._in_flow.release()
+        flow = stream._in_flow
+        if flow.pending_data:
+            flow.release()
+            self.connection_window_freed()
+        else:
+            flow.release()
         stream._wake()
         if self._streams.pop(stream.stream_id, None) is not None or stream.stream_id == 0:
             if self.client_side:
@@ -340,6 +355,14 @@ class ConnectionCore:
 
     def send_window_update(self, stream: H2Stream, increment: int) -> None:
         self._put(WindowUpdate(stream, increment))
+
+    def connection_window_freed(self) -> None:
+        """Unread bytes left the inbound budget (read, or dropped with their stream):
+        send the connection WINDOW_UPDATE the budget held back, if one is now due.
+        Synchronous; any task."""
+        inc = self.in_flow.grant()
+        if inc:
+            self._put(WindowUpdate(None, inc))
 
     # -- client stream quota --------------------------------------------------------
 

@@ -42,7 +42,7 @@ from ._keepalive import run_server_keepalive, server_keepalive_enabled
 from ._messages import TLSInfo
 from ._reader import Reader
 from ._sniff import sniff_preface
-from ._statistics import ConnectionStatistics
+from ._statistics import ConnectionStatistics, ServerStatistics
 from ._stream import H2Stream, HeaderList
 from ._util import (
     ALPN_H2,
@@ -174,7 +174,8 @@ class _Admission:
         # shared: the reader appends (admit), handler tasks pop (_start_waiting, as
         # they end); each synchronously. Streams admitted while the handlers were at
         # their limit, in order.
-        self._waiting: collections.deque[H2Stream] = collections.deque()
+        # Created on first use: an idle connection does without it (760 bytes).
+        self._waiting: collections.deque[H2Stream] | None = None
 
     def _inbound_stream_limit(self) -> int:
         # RFC 9113 §6.5.3: a peer may open streams before it has seen our SETTINGS,
@@ -212,6 +213,8 @@ class _Admission:
         core.streams_opened += 1
         core._open_inbound += 1
         if core.handlers_running >= limit:
+            if self._waiting is None:
+                self._waiting = collections.deque()
             self._waiting.append(stream)  # its handler starts when one ends
             return False
         core.handlers_running += 1
@@ -223,6 +226,7 @@ class _Admission:
         up to the limit. Called by the ending handler's task; synchronous."""
         core = self._core
         waiting = self._waiting
+        assert waiting is not None  # run_handler calls it only when there are some
         limit = self._inbound_stream_limit()
         while waiting and core.handlers_running < limit:
             stream = waiting.popleft()
@@ -491,7 +495,7 @@ async def _serve(
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raise
             except Exception as exc:  # a broken Stream wrapper: this connection only
-                core.fault(exc, "the transport's receive_some")
+                core.fault(exc, "the first-bytes sniff (the transport, or a bug in _sniff.py)")
                 return
             if first is None:
                 return  # an HTTP/1.x request, answered (505); nothing of HTTP/2
@@ -608,6 +612,19 @@ class H2Server(metaclass=NoPublicConstructor):
         )
         self._connections: set[ConnectionCore] = set()  # owner: the connection tasks (_serve)
         self._stopping = False  # owner: aclose (set once; read by the accept loops)
+        # shared: +1 by an accept loop for each connection it keeps, -1 when that
+        # connection's task ends (``TransportConfig.max_connections``).
+        self._open = 0
+        self._accepted = 0  # owner: the accept loops (one task at a time, no await)
+        self._refused = 0  # owner: the accept loops (as _accepted)
+
+    def statistics(self) -> ServerStatistics:
+        """A snapshot of the server's connection counters (``ServerStatistics``)."""
+        return ServerStatistics(
+            connections_open=self._open,
+            connections_accepted=self._accepted,
+            connections_refused=self._refused,
+        )
 
     @property
     def port(self) -> int:
@@ -682,6 +699,7 @@ async def serve_listeners(
             server = H2Server._create(listeners, nursery)
 
             async def one(stream: trio.abc.Stream) -> None:
+                # The accept loop counted this connection in server._open.
                 try:
                     if server._stopping:
                         return
@@ -701,7 +719,10 @@ async def serve_listeners(
                         extra={"h2t_fault": True},
                     )
                 finally:
+                    server._open -= 1
                     await trio.aclose_forcefully(stream)
+
+            cap = config.max_connections
 
             async def accept_loop(listener: trio.abc.Listener[Any]) -> None:
                 while True:
@@ -713,6 +734,14 @@ async def serve_listeners(
                         log.warning("accept failed: %r", exc)
                         await trio.sleep(0.1)
                         continue
+                    server._accepted += 1
+                    if cap is not None and server._open >= cap:
+                        # Over the cap: close at once (a TCP RST or FIN, no preface);
+                        # the client sees the connection closed and may retry.
+                        server._refused += 1
+                        await trio.aclose_forcefully(stream)
+                        continue
+                    server._open += 1
                     nursery.start_soon(one, stream)
 
             for listener in listeners:
