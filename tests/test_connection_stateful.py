@@ -1266,7 +1266,7 @@ class ConnectionMachine(RuleBasedStateMachine):
                 held = sum(
                     len(item.payload)
                     for item in stream._out.queue or ()
-                    if isinstance(item, Data) and item.on_release is not None
+                    if isinstance(item, Data) and item.quota
                 )
                 assert cfg.write_quota - stream._write_quota == held, (
                     f"{side!r}: {cfg.write_quota - stream._write_quota} bytes of write "

@@ -51,6 +51,8 @@ METHODS = [
     (h2.connection.H2Connection, "_stream_closed_by", ("self", "stream_id")),
     (h2.connection.H2Connection, "_stream_is_closed_by_end", ("self", "stream_id")),
     (h2.connection.H2Connection, "_receive_data_frame", ("self", "frame")),
+    # _h2fixes.frame_data looks a stream up as h2's send_data does:
+    (h2.connection.H2Connection, "_get_stream_by_id", ("self", "stream_id")),
     (h2.connection.H2Connection, "_receive_priority_frame", ("self", "frame")),
     (h2.stream.H2Stream, "_initialize_content_length", ("self", "headers")),
     (

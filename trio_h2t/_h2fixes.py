@@ -64,6 +64,7 @@ Owner: the connection's tasks, each using it only between awaits. The reader cal
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import h2.config
@@ -74,6 +75,7 @@ from h2.connection import AllowedStreamIDs, ConnectionInputs
 from h2.errors import ErrorCodes
 from h2.exceptions import (
     DenialOfServiceError,
+    FlowControlError,
     FrameDataMissingError,
     FrameTooLargeError,
     InvalidBodyLengthError,
@@ -89,6 +91,10 @@ from hyperframe.exceptions import InvalidPaddingError
 from hyperframe.frame import DataFrame, GoAwayFrame, PriorityFrame, RstStreamFrame, SettingsFrame
 
 from ._hpack import READ_ON_FACTOR, HeaderListTooLarge, ReadOnDecoder
+
+# A DATA frame's header: 24-bit length (as 16 + 8 bits), type 0, flags, stream id
+# (RFC 9113 §4.1, §6.1).
+_DATA_HEADER = struct.Struct(">HBxBL")
 
 __all__ = [
     "HEADER_LIST_TOO_LARGE_RESPONSE",
@@ -708,3 +714,50 @@ class FixedConnection(h2.connection.H2Connection):
     def pending_bytes(self) -> int:
         """Bytes h2 has framed and loopy has not yet taken."""
         return len(self._data_to_send)
+
+    def take_outbound(self) -> bytearray:
+        """h2's ``data_to_send()`` without its copy: the outbound buffer itself (h2
+        starts a new one). The caller owns what it gets."""
+        data = self._data_to_send
+        self._data_to_send = bytearray()
+        return data
+
+    def frame_data(self, stream_id: int, length: int, end_stream: bool) -> bytearray:
+        """h2's ``send_data`` for a ``length``-byte payload the caller writes itself.
+
+        The same checks (the stream is open, ``length`` fits the flow-control
+        windows and the peer's SETTINGS_MAX_FRAME_SIZE), state transitions and
+        window accounting as h2's ``send_data`` without padding (and its
+        ``H2Stream.send_data``), in the same order; the frame's 9-byte header is
+        appended to the outbound buffer, which is then handed over as by
+        :meth:`take_outbound`: the caller must write the ``length`` payload bytes
+        right after it, before anything h2 frames next. No hyperframe object, and no
+        copy of the payload (h2 copies it into its buffer, a memoryview twice).
+        ``tests/test_zero_copy.py`` compares it with h2's ``send_data`` on random
+        schedules. ``length`` must be >= 1 (an empty DATA takes h2's own path).
+        """
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            stream = self._get_stream_by_id(stream_id)  # raises as h2's lookup does
+        window = self.outbound_flow_control_window
+        if stream.outbound_flow_control_window < window:
+            window = stream.outbound_flow_control_window
+        if length > window:
+            raise FlowControlError(f"Cannot send {length} bytes, flow control window is {window}")
+        if length > self.max_outbound_frame_size:
+            raise FrameTooLargeError(
+                f"Cannot send frame size {length}, max frame size is {self.max_outbound_frame_size}"
+            )
+        self.state_machine.process_input(ConnectionInputs.SEND_DATA)
+        machine = stream.state_machine
+        machine.process_input(StreamInputs.SEND_DATA)
+        flags = 0
+        if end_stream:
+            machine.process_input(StreamInputs.SEND_END_STREAM)
+            flags = 0x1  # END_STREAM
+        stream.outbound_flow_control_window -= length
+        self.outbound_flow_control_window -= length
+        data = self._data_to_send
+        data += _DATA_HEADER.pack(length >> 8, length & 0xFF, flags, stream_id)
+        self._data_to_send = bytearray()
+        return data

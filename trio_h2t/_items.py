@@ -31,7 +31,8 @@ Orphaning
 When the control buffer is finished, every item it still holds is *orphaned* exactly
 once: ``item.orphan(error)`` runs. Most items have nothing to release. A stream start
 fails its stream (``starter.orphaned``), and a data item releases its payload
-(``on_release``), so nobody waits forever on work that will never be written.
+(``Data.release``: its write quota, then its ``on_release`` hook if any), so nobody
+waits forever on work that will never be written.
 """
 
 from __future__ import annotations
@@ -134,8 +135,11 @@ class Headers(ControlItem):
 class Data(ControlItem):
     """DATA for one stream. Loopy writes it in quanta, round robin, within flow control.
 
-    ``on_release`` (if set) runs once, when loopy has written the whole payload or
-    when the item is orphaned; it returns the item's bytes to the stream's write quota.
+    :meth:`release` runs once, when loopy has framed the whole payload (or dropped
+    it) or when the item is orphaned: it returns ``quota`` bytes to the stream's write
+    quota, then runs ``on_release`` if set. The write path sets only ``quota``, an
+    int: no closure or bound method is built per write (grpc-go #8668); a hook is
+    for the rare item that needs one (``H2Stream.close``'s END_STREAM).
     """
 
     throttled: ClassVar[bool] = False
@@ -143,10 +147,18 @@ class Data(ControlItem):
     payload: bytes | bytearray | memoryview
     end_stream: bool
     on_release: Callable[[], None] | None = None
+    quota: int = 0
 
-    def orphan(self, error: BaseException) -> None:
+    def release(self) -> None:
+        """Return the item's write quota to its stream and run its hook (once: the
+        caller, loopy or the task that orphans it, makes sure of that)."""
+        if self.quota:
+            self.stream._return_quota(self.quota)
         if self.on_release is not None:
             self.on_release()
+
+    def orphan(self, error: BaseException) -> None:
+        self.release()
 
 
 # ---------------------------------------------------------------- the other items

@@ -30,11 +30,17 @@ WINDOW_UPDATE puts those parked streams back at the head of the active list, in
 the order they parked (they were at its head), and wakes no stream parked on its
 own window.
 
-Payload copies (per DATA byte): one slice when a payload spans several frames (a
-memoryview slice is copied by h2's ``tobytes``), one in hyperframe's frame
-serialisation, one when h2 appends the frame to its outbound buffer, one when
-``data_to_send`` hands that buffer out, and one join when a flush gathers several
-chunks. h2 owns the middle three; see ``docs/architecture.md``.
+Payload copies (per DATA byte): none of our own. Loopy frames DATA itself
+(``H2State.frame_data``: h2's checks, state transitions and window accounting, the
+9-byte header appended to h2's outbound buffer, which is then taken without a copy),
+and queues the payload as it came (a ``bytes`` whole, else a memoryview slice of the
+caller's buffer), never padded. A flush writes the list of pieces (h2's buffers, each
+ending in a DATA header, and the payloads between them) with one vectored write
+(``sendmsg``) on a ``trio.SocketStream``: the kernel copies from the caller's
+buffers. Any other stream (TLS included) gets the pieces joined: one copy. Before,
+a byte was copied up to five times (``docs/architecture.md``, "Copies per byte").
+The caller's buffers are held until their flush, at most ``write_buffer_size`` bytes
+later (``H2Stream.send_data``: the caller must not mutate them).
 
 Faults stay with their stream: an unexpected exception while framing one stream's
 item (DATA, HEADERS, trailers, a stream WINDOW_UPDATE) resets that stream with
@@ -67,6 +73,7 @@ write but its last one, so the end never waits on a peer that stopped reading.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 from collections import deque
 from typing import Protocol, final
@@ -102,6 +109,52 @@ from ._stream import H2Stream
 __all__ = ["Loopy", "LoopyCore"]
 
 log = logging.getLogger("trio_h2t")
+
+#: Most pieces one ``sendmsg`` takes (POSIX IOV_MAX is at least 16; Linux and the
+#: BSDs allow 1024).
+_IOV_MAX = 1024
+#: What ``trio.SocketStream`` reports as ClosedResourceError (its ``_closed_stream_errnos``).
+_CLOSED_ERRNOS = {errno.EBADF, errno.ENOTSOCK}
+
+
+async def send_vectored(
+    sock: trio.socket.SocketType, chunks: list[bytes | bytearray | memoryview]
+) -> None:
+    """``trio.SocketStream.send_all`` of the pieces joined, as ``sendmsg`` calls.
+
+    At most ``_IOV_MAX`` pieces a call; a partial write goes on from where it
+    stopped (the piece it cut is replaced in ``chunks`` by a view of its rest).
+    Errors as ``send_all``'s: ClosedResourceError after ``send_eof`` or on a closed
+    socket, BrokenResourceError for other OS errors. The caller is the socket's only
+    writer (loopy).
+
+    Checkpoint: always (each ``sendmsg``). On cancellation: part of the pieces may
+    have been written.
+    """
+    if sock.did_shutdown_SHUT_WR:
+        raise trio.ClosedResourceError("can't send data after sending EOF")
+    count = len(chunks)
+    first = 0
+    try:
+        while True:
+            if first == 0 and count <= _IOV_MAX:
+                sent = await sock.sendmsg(chunks)
+            else:
+                sent = await sock.sendmsg(chunks[first : first + _IOV_MAX])
+            while first < count:
+                n = len(chunks[first])
+                if sent < n:
+                    break
+                sent -= n
+                first += 1
+            if first == count:
+                return
+            if sent:
+                chunks[first] = memoryview(chunks[first])[sent:]
+    except OSError as exc:
+        if exc.errno in _CLOSED_ERRNOS:
+            raise trio.ClosedResourceError("this socket was already closed") from None
+        raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc
 
 
 class LoopyCore(Protocol):
@@ -195,8 +248,16 @@ class Loopy:
         # A list, not a deque: only appended, removed and emptied whole, and an
         # empty list costs 56 bytes where a deque costs 760 (idle connections).
         self._conn_waiting: list[H2Stream] = []
-        # Bytes framed outside h2 (GOAWAY), in order with h2's own buffer.
-        self._chunks: list[bytes] = []
+        # What is framed and not yet written, in order: h2's buffers taken at each
+        # DATA frame (ending in its header), payloads, GOAWAYs; h2's own buffer
+        # follows them. _chunk_bytes is their total length.
+        self._chunks: list[bytes | bytearray | memoryview] = []
+        self._chunk_bytes = 0
+        # The socket under a trio.SocketStream: flushes are vectored writes.
+        sock = transport.socket if isinstance(transport, trio.SocketStream) else None
+        self._sock: trio.socket.SocketType | None = (
+            sock if sock is not None and hasattr(sock, "sendmsg") else None
+        )
         self._frames = 0
         self._data_frames = 0
         # HEADERS blocks written (with _data_frames: the server's ping policy,
@@ -343,9 +404,7 @@ class Loopy:
     # ------------------------------------------------------------------ writing
 
     def _pending(self) -> int:
-        if self._chunks:  # rare: only frames framed outside h2 (GOAWAY) sit here
-            return self._h2.pending_bytes() + sum(len(c) for c in self._chunks)
-        return self._h2.pending_bytes()
+        return self._h2.pending_bytes() + self._chunk_bytes
 
     @property
     def write_cut(self) -> bool:
@@ -369,21 +428,26 @@ class Loopy:
             # The connection was failed: only the final write (bounded) is left.
             raise self._core.closing_error()
         chunks = self._chunks
-        tail = self._h2.data_to_send()
-        if chunks:
-            if tail:
-                chunks.append(tail)
-            data = b"".join(chunks)
-            chunks.clear()
-        else:
-            data = tail
-        if not data:
+        size = self._chunk_bytes
+        tail = self._h2.take_outbound()
+        if tail:
+            chunks.append(tail)
+            size += len(tail)
+        if not size:
+            chunks.clear()  # only empty pieces (none are queued today)
             return
+        self._chunks = []
+        self._chunk_bytes = 0
         self._send_alls += 1
-        self._bytes += len(data)
+        self._bytes += size
         self._writing = True
         try:
-            await self._transport.send_all(data)
+            if len(chunks) == 1:
+                await self._transport.send_all(chunks[0])
+            elif self._sock is not None:
+                await send_vectored(self._sock, chunks)
+            else:
+                await self._transport.send_all(b"".join(chunks))
         except Exception:  # resource errors, or a broken Stream wrapper's own
             self.io_failed = True
             raise
@@ -488,13 +552,13 @@ class Loopy:
         if not isinstance(stream, H2Stream):
             return False
         unreleased = None
-        if isinstance(item, Data) and item.on_release is not None:
+        if isinstance(item, Data):
             queue = stream._out.queue
             if queue is None or not any(queued is item for queued in queue):
-                unreleased = item.on_release  # never queued: _drop_output won't see it
+                unreleased = item  # never queued: _drop_output won't see it
         self._stream_failed(stream, exc)
         if unreleased is not None:
-            unreleased()
+            unreleased.release()
         return True
 
     def _stream_failed(self, stream: H2Stream, exc: Exception) -> None:
@@ -550,10 +614,10 @@ class Loopy:
         if last is None:
             last = self._h2.highest_inbound_stream_id
         # Keep order: what h2 framed so far goes before our GOAWAY.
-        tail = self._h2.data_to_send()
-        if tail:
-            self._chunks.append(tail)
-        self._chunks.append(goaway_frame(last, item.error_code, item.debug_data))
+        tail = self._h2.take_outbound()
+        frame = goaway_frame(last, item.error_code, item.debug_data)
+        self._chunks += (tail, frame)
+        self._chunk_bytes += len(tail) + len(frame)
         self._frames += 1
         self._core.on_goaway_written(last)
 
@@ -587,8 +651,8 @@ class Loopy:
     def _queue_output(self, stream: H2Stream, item: Data | Headers) -> None:
         out = stream._out
         if out.done:
-            if isinstance(item, Data) and item.on_release is not None:
-                item.on_release()
+            if isinstance(item, Data):
+                item.release()
             return
         queue = out.queue
         if queue is None:
@@ -665,11 +729,9 @@ class Loopy:
                         # reader closed it (h2 may have forgotten it), and the
                         # StreamDone it queued is still behind this item.
                         self._drop_output(stream)
-                        if item.on_release is not None:
-                            item.on_release()  # taken off the queue: not dropped above
+                        item.release()  # taken off the queue: not dropped above
                         return True
-                if item.on_release is not None:
-                    item.on_release()
+                item.release()
                 self._after_write(stream)
                 return True
             if h2.outbound_flow_control_window <= 0:
@@ -692,27 +754,27 @@ class Loopy:
                 self._waiting[stream] = None
                 return True
             size = min(remaining, window, h2.max_outbound_frame_size, self._max_frame)
-            chunk: bytes | memoryview
-            if offset == 0 and size == len(payload) and not isinstance(payload, bytearray):
-                chunk = payload
-            else:
-                chunk = bytes(payload[offset : offset + size])
             done = size == remaining
             try:
-                h2.send_data(sid, chunk, end_stream=done and item.end_stream)
+                head = h2.frame_data(sid, size, done and item.end_stream)
             except StreamClosedError:
                 active.popleft()
                 out.state = OUT_EMPTY
                 self._drop_output(stream)
                 return True
+            # The payload as it came (a whole bytes object), else a view of it: no copy.
+            if offset == 0 and done and type(payload) is bytes:
+                self._chunks += (head, payload)
+            else:
+                self._chunks += (head, memoryview(payload)[offset : offset + size])
+            self._chunk_bytes += len(head) + size
             self._frames += 1
             self._data_frames += 1
             active.popleft()
             if done:
                 queue.popleft()
                 out.offset = 0
-                if item.on_release is not None:
-                    item.on_release()
+                item.release()
                 if item.end_stream:
                     out.state = OUT_EMPTY
                     self._local_end(stream)
@@ -763,8 +825,8 @@ class Loopy:
         queue = out.queue
         while queue:
             item = queue.popleft()
-            if isinstance(item, Data) and item.on_release is not None:
-                item.on_release()
+            if isinstance(item, Data):
+                item.release()
 
     def _drop_all_output(self) -> None:
         # Active *and* parked streams: a stream parked on an exhausted window still

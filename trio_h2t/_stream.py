@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, final
 
 import trio
@@ -229,7 +229,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._headers_sent = headers is None  # owner: stream task; client: by open_stream
         # owner: stream task. END_STREAM queued (by data, trailers or end()).
         self._end_queued = False
-        # shared: -= by the stream task; += by the Data item's on_release, run by
+        # shared: -= by the stream task; += by the Data item's release, run by
         # loopy once written, or by the task that finishes the control buffer
         # (orphaning). May go negative: one big write is admitted.
         self._write_quota = config.write_quota
@@ -641,8 +641,7 @@ class H2Stream(metaclass=NoPublicConstructor):
                 raise ValueError(_short_body(total, rule))
             self._body_sent = total
         self._write_quota -= size
-        release = None if size == 0 else self._quota_returner(size)
-        self._put_output(Data(self, data, end_stream, release))
+        self._put_output(Data(self, data, end_stream, None, size))
         if end_stream:
             self._end_queued = True
         if not parked:
@@ -814,17 +813,16 @@ class H2Stream(metaclass=NoPublicConstructor):
         try:
             self._core.cbuf.put(item)
         except ConnectionClosingError as exc:
-            if isinstance(item, Data) and item.on_release is not None:
-                item.on_release()
+            if isinstance(item, Data):
+                item.release()
             raise self._core.closing_error() from exc.__cause__
 
-    def _quota_returner(self, size: int) -> Callable[[], None]:
-        def release() -> None:
-            self._write_quota += size
-            if self._write_quota > 0:
-                self._wake_send()
-
-        return release
+    def _return_quota(self, size: int) -> None:
+        """``size`` bytes of queued output were framed or dropped (``Data.release``,
+        run by loopy, or by the task that orphans the item). Synchronous."""
+        self._write_quota += size
+        if self._write_quota > 0:
+            self._wake_send()
 
     def _consumed(self, n: int) -> None:
         if self._closed:
