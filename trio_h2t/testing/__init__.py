@@ -50,7 +50,7 @@ _KIT_NAMES = [
 
 __all__: list[str] = [*_KIT_NAMES]
 
-from .._util import fixup_module_metadata as _fixup_module_metadata  # noqa: E402
+from trio_h2t._util import fixup_module_metadata as _fixup_module_metadata  # noqa: E402
 
 _fixup_module_metadata(__name__, globals())
 del _fixup_module_metadata

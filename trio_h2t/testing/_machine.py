@@ -51,9 +51,10 @@ import trio.testing
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from .._client import ClientConnection
-from .._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
-from .._stream import H2Stream
+from trio_h2t._client import ClientConnection
+from trio_h2t._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
+from trio_h2t._stream import H2Stream
+
 from ._pairs import ChunkedStream, Chunking, MemoryPair, open_memory_pair
 from ._strategies import bodies, chunkings, request_headers, trailers, transport_configs
 
@@ -102,12 +103,8 @@ class Exchange:
     done: trio.Event = field(default_factory=trio.Event)
 
     def __post_init__(self) -> None:
-        self.send_commands, self._send_inbox = trio.open_memory_channel[tuple[Any, ...]](
-            math.inf
-        )
-        self.recv_commands, self._recv_inbox = trio.open_memory_channel[tuple[Any, ...]](
-            math.inf
-        )
+        self.send_commands, self._send_inbox = trio.open_memory_channel[tuple[Any, ...]](math.inf)
+        self.recv_commands, self._recv_inbox = trio.open_memory_channel[tuple[Any, ...]](math.inf)
 
     def __repr__(self) -> str:
         return (
@@ -527,7 +524,8 @@ class HandlerMachine(RuleBasedStateMachine):
         )
         if healthy:
             link: ChunkedStream = pair.client_transport
-            assert not (link.unread or pair.server_transport.unread), (
+            stuck = link.unread or pair.server_transport.unread
+            assert not stuck, (
                 f"deadlock: {pair.server_transport.unread} bytes client->server and "
                 f"{link.unread} server->client unread on a healthy, quiescent link"
             )

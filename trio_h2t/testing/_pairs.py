@@ -39,9 +39,9 @@ from typing import final
 import trio
 import trio.testing
 
-from .._client import ClientConnection, open_client_connection
-from .._config import TransportConfig
-from .._server import Handler, ServerConnection, serve_connection
+from trio_h2t._client import ClientConnection, open_client_connection
+from trio_h2t._config import TransportConfig
+from trio_h2t._server import Handler, ServerConnection, serve_connection
 
 __all__ = [
     "ChunkedStream",
@@ -121,14 +121,29 @@ class ChunkedStream(trio.abc.Stream):
     end has not read yet).
     """
 
-    def __init__(
-        self,
+    _inner: _MemoryStapledStream
+    _send_sizes: Iterator[int | None]
+    _recv_sizes: Iterator[int | None]
+    _outgoing: _Pipe
+    _incoming: _Pipe
+    _delay: float
+    _peer_receive: trio.testing.MemoryReceiveStream | None
+    closed: bool
+    sending: bool
+
+    def __init__(self) -> None:
+        raise TypeError("ChunkedStreams are made by chunked_stream_pair()")
+
+    @classmethod
+    def _make(
+        cls,
         inner: _MemoryStapledStream,
         chunking: Chunking,
         outgoing: _Pipe,
         incoming: _Pipe,
         delay: float,
-    ) -> None:
+    ) -> ChunkedStream:
+        self = cls.__new__(cls)
         self._inner = inner  # immutable after init
         self._send_sizes = _cycle(chunking.send_sizes)  # owner: the writing task
         self._recv_sizes = _cycle(chunking.receive_sizes)  # owner: the reading task
@@ -138,7 +153,8 @@ class ChunkedStream(trio.abc.Stream):
         self.closed = False  # owner: whoever closes; True once either close ran
         self.sending = False  # owner: the writing task; inside send_all
         # The peer's receive stream, for inject(); set by chunked_stream_pair.
-        self._peer_receive: trio.testing.MemoryReceiveStream | None = None  # set once, at birth
+        self._peer_receive = None  # set once, by chunked_stream_pair
+        return self
 
     @property
     def bytes_sent(self) -> int:
@@ -256,8 +272,8 @@ def chunked_stream_pair(
         raise ValueError(f"delay must be a finite number >= 0, not {delay!r}")
     client_inner, server_inner = trio.testing.memory_stream_pair()
     c2s, s2c = _Pipe(capacity), _Pipe(capacity)
-    client_end = ChunkedStream(client_inner, client or Chunking(), c2s, s2c, delay)
-    server_end = ChunkedStream(server_inner, server or Chunking(), s2c, c2s, delay)
+    client_end = ChunkedStream._make(client_inner, client or Chunking(), c2s, s2c, delay)
+    server_end = ChunkedStream._make(server_inner, server or Chunking(), s2c, c2s, delay)
     client_end._peer_receive = server_inner.receive_stream
     server_end._peer_receive = client_inner.receive_stream
     return client_end, server_end

@@ -13,12 +13,14 @@ whose encoded size (RFC 9113 §6.5.2: name + value + 32 per field) comes close t
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from hypothesis import strategies as st
 
-from .._config import TransportConfig
-from .._controlbuf import DEFAULT_THROTTLE_LIMIT
+from trio_h2t._config import TransportConfig
+from trio_h2t._controlbuf import DEFAULT_THROTTLE_LIMIT
+
 from ._pairs import Chunking
 
 __all__ = [
@@ -38,8 +40,16 @@ HeaderBlock = list[tuple[bytes, bytes]]
 FIELD_OVERHEAD = 32
 #: §8.2.2: fields that are malformed in HTTP/2 (and ``host``/``te``, which have rules).
 _AVOID = frozenset(
-    [b"connection", b"proxy-connection", b"keep-alive", b"transfer-encoding", b"upgrade"]
-    + [b"host", b"te", b"content-length"]
+    [
+        b"connection",
+        b"proxy-connection",
+        b"keep-alive",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
+        b"te",
+        b"content-length",
+    ]
 )
 # §8.2.1 name bytes: 0x21-0x40 less ':' , 0x5b-0x7e (no uppercase). Token-ish
 # letters first so that shrinking goes to readable names.
@@ -74,8 +84,10 @@ def _value(draw: st.DrawFn, max_size: int) -> bytes:
     return draw(_VALUE_EDGE) + body + draw(_VALUE_EDGE)
 
 
-_names = st.text(_NAME_CHARS, min_size=1, max_size=24).map(str.encode).filter(
-    lambda name: name not in _AVOID
+_names = (
+    st.text(_NAME_CHARS, min_size=1, max_size=24)
+    .map(str.encode)
+    .filter(lambda name: name not in _AVOID)
 )
 
 
@@ -151,7 +163,9 @@ def response_headers(
     return [*fixed, *draw(_regular_fields(max_fields, budget))]
 
 
-def trailers(*, max_fields: int = 4, max_header_list_size: int = 4096) -> st.SearchStrategy[HeaderBlock]:
+def trailers(
+    *, max_fields: int = 4, max_header_list_size: int = 4096
+) -> st.SearchStrategy[HeaderBlock]:
     """A valid trailer block: one or more regular fields (no pseudo-header)."""
     return _regular_fields(max_fields, max_header_list_size - 64).map(
         lambda fields: fields or [(b"x-trailer", b"1")]
@@ -180,7 +194,7 @@ def chunked_bodies(draw: st.DrawFn, *, max_size: int = 200_000, max_chunks: int 
     body = draw(bodies(max_size=max_size))
     cuts = sorted(draw(st.lists(st.integers(0, len(body)), max_size=max_chunks - 1)))
     edges = [0, *cuts, len(body)]
-    return [body[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+    return [body[a:b] for a, b in itertools.pairwise(edges)]
 
 
 _sizes = st.lists(st.one_of(st.integers(1, 64), st.integers(1024, 70_000)), min_size=1, max_size=5)
