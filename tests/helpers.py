@@ -1,7 +1,7 @@
 """Test helpers: a connected client/server pair, and a scripted raw-``h2`` peer.
 
-- :func:`connected_pair` runs ``serve_connection`` and ``open_client_connection`` back
-  to back over ``trio.testing.memory_stream_pair`` (h11's ``ConnectionPair`` idea).
+- :func:`connected_pair` is ``trio_h2t.testing.open_memory_pair`` yielding the
+  client and the server's ``ConnectionCore`` (h11's ``ConnectionPair`` idea).
 - :class:`ScriptedPeer` is the other end of a link driven by hand, like h2's
   ``FrameFactory`` tests and httpcore's scripted peers: a plain
   ``h2.connection.H2Connection`` (or hand-built hyperframe frames) whose every
@@ -41,6 +41,7 @@ from trio_h2t import (
     serve_connection,
 )
 from trio_h2t._connection import ConnectionCore
+from trio_h2t.testing import open_memory_pair
 
 #: The GOAWAY frame type (RFC 9113 §6.8).
 GOAWAY_TYPE = 0x7
@@ -104,14 +105,10 @@ async def connected_pair(
     Yields the client and the server's ``ConnectionCore``. On exit the client closes
     gracefully and the server must then return by itself (the nursery waits for it).
     """
-    client_t, server_t = trio.testing.memory_stream_pair()
-    async with trio.open_nursery() as nursery:
-        server: ServerConnection = await nursery.start(
-            functools.partial(serve_connection, server_t, handler, config=server_config)
-        )
-        core = server._core  # the runtime object, for tests that look inside
-        async with open_client_connection(client_t, config=client_config) as conn:
-            yield conn, core
+    # trio_h2t.testing's pair (whole writes, so the same link as memory_stream_pair).
+    pair = open_memory_pair(handler, client_config=client_config, server_config=server_config)
+    async with pair as p:
+        yield p.client, p.server._core  # the runtime object, for tests that look inside
 
 
 class ScriptedPeer:

@@ -98,6 +98,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import os
 import random
 import traceback
 import warnings
@@ -138,6 +139,7 @@ from trio_h2t._controlbuf import DEFAULT_THROTTLE_LIMIT
 from trio_h2t._items import Data
 from trio_h2t._outstream import OUT_WAITING
 from trio_h2t._server import INTERNAL_ERROR_BODY
+from trio_h2t.testing import run_machine
 
 #: At most this many streams per example (each has four tasks).
 MAX_STREAMS = 6
@@ -1624,8 +1626,18 @@ def _settings() -> settings:
 
 
 def test_connection_stateful() -> None:
-    """Random streams, data, resets, cancellations and closes keep every invariant."""
-    run_state_machine_as_test(ConnectionMachine, settings=_settings())
+    """Random streams, data, resets, cancellations and closes keep every invariant.
+
+    With ``H2T_HYPOTHESIS_SECONDS=N`` it runs rounds of the profile's examples for N
+    seconds instead (``trio_h2t.testing.run_machine``: flat memory, failures saved
+    in and replayed from Hypothesis's example database)."""
+    budget = os.environ.get("H2T_HYPOTHESIS_SECONDS")
+    run_machine(
+        ConnectionMachine,
+        settings=_settings(),
+        seconds=float(budget) if budget else None,
+        round_examples=100,
+    )
 
 
 class _RaisingRule(ConnectionMachine):

@@ -109,7 +109,8 @@ def test_exceptions_follow_trio_vocabulary() -> None:
 
 #: Top-level packages whose types a public annotation may name besides trio_h2t's own
 #: exports: the standard library (``typing``, ``collections.abc``, ``ssl``...) and trio.
-_ALLOWED_PACKAGES = frozenset(sys.stdlib_module_names) | {"trio"}
+# hypothesis: trio_h2t.testing's strategies and machines are Hypothesis's types.
+_ALLOWED_PACKAGES = frozenset(sys.stdlib_module_names) | {"trio", "outcome", "hypothesis"}
 
 
 def _exported() -> set[int]:
@@ -165,15 +166,24 @@ def _defining_globals(obj: object) -> dict[str, object]:
     """The namespace of the module that defines ``obj`` (``__module__`` says
     ``trio_h2t`` after the re-export fix-up, so it is found through the code)."""
     if inspect.isfunction(obj):
-        return dict(inspect.unwrap(obj).__globals__)
+        found = inspect.unwrap(obj).__globals__
+        if str(found.get("__name__", "")).startswith("trio_h2t"):
+            return dict(found)
+        # A wrapper made elsewhere (Hypothesis's @composite): found by export below.
     for member in vars(obj).values():
         fn = getattr(member, "__func__", member)
         fn = getattr(fn, "fget", fn)
-        if inspect.isfunction(fn) and fn.__qualname__.startswith(obj.__qualname__ + "."):  # type: ignore[attr-defined]
+        if (
+            inspect.isfunction(fn)
+            and fn.__qualname__.startswith(obj.__qualname__ + ".")  # type: ignore[attr-defined]
+            and fn.__code__.co_filename != "<string>"  # not made by dataclasses
+        ):
             return dict(inspect.unwrap(fn).__globals__)
     for module in _private_modules():
+        if not module.__name__.rsplit(".", 1)[-1].startswith("_"):  # type: ignore[attr-defined]
+            continue  # a package re-exporting it, not where it is defined
         if any(getattr(module, n, None) is obj for n in getattr(module, "__all__", ())):
-            return vars(module)
+            return dict(vars(module))
     raise AssertionError(f"cannot find where {obj!r} is defined")
 
 
@@ -204,7 +214,14 @@ def _public_annotations() -> list[tuple[str, object]]:
                 add_callable(value, where)
             elif inspect.isclass(value):
                 # Class-level annotations: dataclass fields and declared attributes.
-                for attr, tp in _hints(value, _defining_globals(value)).items():
+                # Only the class's own (a base from another package, such as
+                # Hypothesis's RuleBasedStateMachine, has its own private names).
+                own = type(
+                    "_Own",
+                    (),
+                    {"__annotations__": vars(value).get("__annotations__", {})},
+                )
+                for attr, tp in _hints(own, _defining_globals(value)).items():
                     if not attr.startswith("_"):
                         found.append((f"{where}.{attr}", tp))
                 private_init = isinstance(value, NoPublicConstructor)
@@ -219,6 +236,8 @@ def _public_annotations() -> list[tuple[str, object]]:
                     elif isinstance(member, staticmethod | classmethod):
                         add_callable(member.__func__, f"{where}.{attr}")
                     elif inspect.isfunction(member):
+                        if not str(member.__module__).startswith("trio_h2t"):
+                            continue  # dataclasses' __getstate__ of a slotted class
                         add_callable(member, f"{where}.{attr}")
             elif typing.get_origin(value) is not None:  # an alias such as Handler
                 found.append((where, value))

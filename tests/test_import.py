@@ -189,7 +189,16 @@ ALLOWED: dict[str, frozenset[str]] = {
         }
     ),
     "__main__": frozenset({"_cli"}),
-    "testing.__init__": frozenset(),
+    "testing.__init__": frozenset(
+        {"_util", "testing._machine", "testing._pairs", "testing._run", "testing._strategies"}
+    ),
+    # trio_h2t.testing (docs/testing.md): on top of the public API's modules.
+    "testing._pairs": frozenset({"_client", "_config", "_server"}),
+    "testing._strategies": frozenset({"_config", "_controlbuf", "testing._pairs"}),
+    "testing._run": frozenset(),
+    "testing._machine": frozenset(
+        {"_client", "_exceptions", "_stream", "testing._pairs", "testing._strategies"}
+    ),
 }
 
 #: Imports made only for annotations (under ``if TYPE_CHECKING:``): they never run,
