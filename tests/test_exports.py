@@ -108,8 +108,10 @@ def test_exceptions_follow_trio_vocabulary() -> None:
 # -- every annotation of a public name names only public types ----------------------
 
 #: Top-level packages whose types a public annotation may name besides trio_h2t's own
-#: exports: the standard library (``typing``, ``collections.abc``, ``ssl``...) and trio.
-_ALLOWED_PACKAGES = frozenset(sys.stdlib_module_names) | {"trio"}
+#: exports: the standard library (``typing``, ``collections.abc``, ``ssl``...) and trio;
+#: and for ``trio_h2t.testing``, Hypothesis (its strategies) and hyperframe (the frames
+#: ``WireFrame.from_frame`` takes).
+_ALLOWED_PACKAGES = frozenset(sys.stdlib_module_names) | {"trio", "hypothesis", "hyperframe"}
 
 
 def _exported() -> set[int]:

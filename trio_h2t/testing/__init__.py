@@ -2,6 +2,8 @@
 
 # HTTP/2 frame sequences for fuzzing, and the properties of ``trio-h2t check``
 # (docs/testing.md, "trio-h2t check").
+from trio_h2t._util import fixup_module_metadata as _fixup_module_metadata
+
 from ._check import (
     PROPERTIES as PROPERTIES,
     Expect as Expect,
@@ -53,3 +55,6 @@ __all__: list[str] = [
     "serialize",
     "tcp_target",
 ]
+
+_fixup_module_metadata(__name__, globals())
+del _fixup_module_metadata

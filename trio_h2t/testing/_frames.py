@@ -388,7 +388,7 @@ def _headers_frames(
 
 
 @st.composite
-def request_frames(
+def _request_frames(
     draw: st.DrawFn, stream_id: int = 1, *, side: Side = "client"
 ) -> list[WireFrame]:
     """One well-formed message on ``stream_id``: a request (``side="client"``) or a response.
@@ -429,7 +429,7 @@ def settings_payloads(draw: st.DrawFn) -> bytes:
 
 
 @st.composite
-def any_frames(draw: st.DrawFn, *, side: Side = "client") -> WireFrame:
+def _any_frames(draw: st.DrawFn, *, side: Side = "client") -> WireFrame:
     """A frame of any type (unknown ones too), with random flags, stream id and payload.
 
     Payloads are mostly of the right shape for the type (so the frame reaches the
@@ -495,7 +495,7 @@ def _mutated(draw: st.DrawFn, chunk: Chunk) -> bytes:
 
 
 @st.composite
-def frame_sequences(
+def _frame_sequences(
     draw: st.DrawFn, *, side: Side = "client", max_segments: int = 12
 ) -> list[Chunk]:
     """What a misbehaving peer writes: ``side="client"`` to a server, else to a client.
@@ -516,10 +516,10 @@ def frame_sequences(
     kinds = st.sampled_from(["message", "message", "frame", "frame", "ack", "raw"])
     for kind in draw(st.lists(kinds, max_size=max_segments)):
         if kind == "message":
-            chunks.extend(draw(request_frames(next_id, side=side)))
+            chunks.extend(draw(_request_frames(next_id, side=side)))
             next_id += 2
         elif kind == "frame":
-            chunks.append(draw(any_frames(side=side)))
+            chunks.append(draw(_any_frames(side=side)))
         elif kind == "ack":
             chunks.append(WireFrame(FrameType.SETTINGS, 0x1, 0))
         else:
@@ -539,3 +539,36 @@ def frame_sequences(
 def max_stream_id(frames: Sequence[WireFrame]) -> int:
     """The largest stream id (reserved bit cleared) among ``frames``; 0 if none."""
     return max((f.stream_id & MAX_31_BIT for f in frames), default=0)
+
+
+#### Public strategy constructors (plain functions, so their signatures are typed)
+
+
+def request_frames(
+    stream_id: int = 1, *, side: Side = "client"
+) -> st.SearchStrategy[list[WireFrame]]:
+    """Frames of one well-formed message on ``stream_id``: a request (``side="client"``)
+    or a response. Headers split across CONTINUATION frames at random, an optional body
+    in DATA frames (padded or not), END_STREAM on the last frame."""
+    return _request_frames(stream_id, side=side)
+
+
+def any_frames(*, side: Side = "client") -> st.SearchStrategy[WireFrame]:
+    """A frame of any type (unknown ones too) with random flags, stream id and payload;
+    payloads mostly of the right shape for the type, sometimes random bytes."""
+    return _any_frames(side=side)
+
+
+def frame_sequences(
+    *, side: Side = "client", max_segments: int = 12
+) -> st.SearchStrategy[list[Chunk]]:
+    """What a misbehaving peer writes: ``side="client"`` to a server, else to a client.
+
+    A client's sequence starts with the preface (rarely mutated) and, usually, its
+    SETTINGS; a server's with its SETTINGS. Then up to ``max_segments`` segments in any
+    order: well-formed messages (requests on odd ids 1, 3, 5, ...; responses on the ids
+    a client opens first), frames of any type with random fields, SETTINGS acks, raw
+    bytes. Sometimes frames are then swapped (valid frames in wrong orders) and one
+    chunk is mutated after serialization.
+    """
+    return _frame_sequences(side=side, max_segments=max_segments)
