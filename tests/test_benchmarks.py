@@ -583,3 +583,52 @@ def test_bulk_checker_catches_wrong_and_missing_bytes() -> None:
         shifted.feed(body[2000:5000])
         assert shifted.verdict()
     assert bulk.split(10, 3) == [4, 3, 3]
+
+
+def test_soak_runs_every_operation_without_errors(tmp_path: Path) -> None:
+    """soak.py runs its mixed load with connection churn (every operation kind, raw
+    and gRPC), samples both processes' memory each second and reports no errors."""
+    out = tmp_path / "soak.json"
+    proc = script(
+        "soak.py",
+        "--seconds",
+        "4",
+        "--concurrency",
+        "4",
+        "--ops-per-connection",
+        "5",
+        "--json",
+        str(out),
+        "--quiet",
+        "--max-growth-mb",
+        "1000",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    summary = result["summary"]
+    assert summary["ok"] is True
+    assert summary["client_error_count"] == 0
+    assert summary["server_error_count"] == 0
+    assert set(summary["operations"]) == {
+        "unary",
+        "stream",
+        "large",
+        "cancel",
+        "reset",
+        "grpc-unary",
+        "grpc-stream",
+    }
+    assert all(n > 0 for n in summary["operations"].values())
+    assert summary["connections"] > 4  # connections were churned, not one per worker
+    assert len(result["samples"]) >= 3
+    assert all(s["server_rss"] > 0 and s["client_rss"] > 0 for s in result["samples"])
+
+
+def test_soak_fails_on_memory_growth_beyond_the_limit() -> None:
+    """The verdict compares the fifth after warm-up with the last fifth."""
+    from benchmarks import soak
+
+    flat = [soak.Sample(float(t), 100.0, 50 * 2**20, 60 * 2**20) for t in range(20)]
+    assert soak.growth(flat, "server", warmup=2) == 0.0
+    rising = [soak.Sample(float(t), 100.0, 50 * 2**20, (60 + t) * 2**20) for t in range(20)]
+    assert soak.growth(rising, "server", warmup=2) > 10
