@@ -108,9 +108,15 @@ def test_exceptions_follow_trio_vocabulary() -> None:
 # -- every annotation of a public name names only public types ----------------------
 
 #: Top-level packages whose types a public annotation may name besides trio_h2t's own
-#: exports: the standard library (``typing``, ``collections.abc``, ``ssl``...) and trio.
-# hypothesis: trio_h2t.testing's strategies and machines are Hypothesis's types.
-_ALLOWED_PACKAGES = frozenset(sys.stdlib_module_names) | {"trio", "outcome", "hypothesis"}
+#: exports: the standard library (``typing``, ``collections.abc``, ``ssl``...) and trio;
+#: and for ``trio_h2t.testing``, Hypothesis (its strategies and machines) and hyperframe
+#: (the frames ``WireFrame.from_frame`` takes).
+_ALLOWED_PACKAGES = frozenset(sys.stdlib_module_names) | {
+    "trio",
+    "outcome",
+    "hypothesis",
+    "hyperframe",
+}
 
 
 def _exported() -> set[int]:

@@ -54,6 +54,7 @@ METHODS = [
     # _h2fixes.frame_data looks a stream up as h2's send_data does:
     (h2.connection.H2Connection, "_get_stream_by_id", ("self", "stream_id")),
     (h2.connection.H2Connection, "_receive_priority_frame", ("self", "frame")),
+    (h2.connection.H2Connection, "_receive_rst_stream_frame", ("self", "frame")),
     (h2.stream.H2Stream, "_initialize_content_length", ("self", "headers")),
     (
         h2.stream.H2Stream,

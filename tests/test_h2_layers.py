@@ -240,6 +240,13 @@ def _settings_ack_payload(layer: str) -> str:
     return outcome(server, b"\x00\x00\x06\x04\x01\x00\x00\x00\x00" + b"\x00\x03\x00\x00\x00\x64")
 
 
+@scenario("4 RST_STREAM on an idle stream (§6.4)", "connection error PROTOCOL_ERROR")
+def _rst_idle(layer: str) -> str:
+    # Found by trio-h2t check (property idle-stream): h2 ignores it.
+    server, peer = serving(layer)
+    return outcome(server, peer.headers(1, REQUEST, "END_STREAM"), frame(RstStreamFrame(3)))
+
+
 @scenario("4 WINDOW_UPDATE reserved bit is ignored (§6.9)", "WindowUpdated")
 def _window_update_reserved(layer: str) -> str:
     server, _ = serving(layer)

@@ -173,7 +173,10 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_workers",
         }
     ),
-    "_cli": frozenset({"_client", "_config", "_headers", "_server", "_stream", "_workers"}),
+    # ``check`` imports trio_h2t.testing's runner (and Hypothesis) only when it runs.
+    "_cli": frozenset(
+        {"_client", "_config", "_headers", "_server", "_stream", "_workers", "testing._check"}
+    ),
     "__init__": frozenset(
         {
             "_client",
@@ -190,7 +193,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     ),
     "__main__": frozenset({"_cli"}),
     "testing.__init__": frozenset(
-        {"_util", "testing._machine", "testing._pairs", "testing._run", "testing._strategies"}
+        {
+            "_util",
+            "testing._check",
+            "testing._frames",
+            "testing._machine",
+            "testing._pairs",
+            "testing._run",
+            "testing._strategies",
+        }
     ),
     # trio_h2t.testing (docs/testing.md): on top of the public API's modules.
     "testing._pairs": frozenset({"_client", "_config", "_server"}),
@@ -199,6 +210,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "testing._machine": frozenset(
         {"_client", "_exceptions", "_stream", "testing._pairs", "testing._strategies"}
     ),
+    "testing._frames": frozenset(),
+    # the in-memory target serves with trio_h2t's own server
+    "testing._check": frozenset({"_config", "_server", "_stream", "testing._frames"}),
 }
 
 #: Imports made only for annotations (under ``if TYPE_CHECKING:``): they never run,

@@ -5,6 +5,7 @@ Usage::
     trio-h2t serve [--host 127.0.0.1] [--port 8080] [--root DIR] [--max-concurrent-streams N]
                    [--workers N] [--reuse-port]
     trio-h2t get URL [-o FILE] [-X METHOD] [-d DATA] [-H 'name: value']... [-v]
+    trio-h2t check URL [--tls] [--max-examples N] [--seconds S] [--db DIR] [--replay FILE|HEX]
 
 (``python -m trio_h2t ...`` is the same command.) Both speak h2c with prior knowledge:
 HTTP/2 over cleartext TCP, no TLS and no HTTP/1.1 upgrade, which is what
@@ -41,6 +42,12 @@ with TLS, trusting ``--cacert FILE`` or, without it, the system's CAs.
     ``-d DATA`` sends a body (``-d @FILE`` reads it from FILE) and makes the default
     method POST; ``-H`` adds a header; ``-v`` prints the request and response heads
     (and trailers) to stderr. ``http://`` (h2c) and ``https://`` (TLS) URLs.
+
+``check``
+    Runs Hypothesis-generated exchanges and frame sequences against a live HTTP/2
+    server and reports each RFC 9113 / RFC 7541 rule it broke, with the shrunk bytes
+    and a replay command (``trio_h2t/testing/_check.py``; docs/testing.md, "trio-h2t
+    check"). Exit status 1 when anything was found. Needs Hypothesis installed.
 
 Exit status: 0 on success (for ``get``: a status below 400); 22 when ``get`` received
 a status of 400 or more (the body is still written, like ``curl --fail-with-body``);
@@ -550,7 +557,7 @@ def _build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="HTTP/2 server and client on trio_h2t: h2c, or TLS with ALPN h2.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,get}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,get,check}")
 
     p = sub.add_parser("serve", help="serve files (GET/HEAD) and echo POST bodies")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
@@ -589,6 +596,33 @@ def _build_parser() -> argparse.ArgumentParser:
         "-H", "--header", action="append", default=[], metavar="'name: value'", help="add a header"
     )
     g.add_argument("-v", "--verbose", action="store_true", help="print heads to stderr")
+
+    c = sub.add_parser("check", help="property-test a live HTTP/2 server (servers you run only)")
+    c.add_argument("url", help="http://host:port/ (h2c) or https://host:port/ (h2 over TLS)")
+    c.add_argument("--tls", action="store_true", help="h2 over TLS with ALPN (as https://)")
+    c.add_argument(
+        "--max-examples",
+        type=_positive_int,
+        default=50,
+        metavar="N",
+        help="per property (default: 50)",
+    )
+    c.add_argument(
+        "--seconds", type=float, default=60.0, metavar="S", help="time budget (default: 60)"
+    )
+    c.add_argument(
+        "--db",
+        default=".trio-h2t-check",
+        metavar="DIR",
+        help="examples and findings (default: %(default)s)",
+    )
+    c.add_argument(
+        "--timeout", type=float, default=2.0, metavar="S", help="wait for an answer (default: 2)"
+    )
+    c.add_argument(
+        "--property", action="append", default=[], metavar="NAME", help="run only this property"
+    )
+    c.add_argument("--replay", metavar="FILE|HEX", help="replay one finding file or hex bytes")
     return parser
 
 
@@ -712,6 +746,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
                 ) from None
             return 0
+        if args.command == "check":
+            try:
+                from .testing._check import main_check
+            except ImportError as exc:  # Hypothesis is not installed
+                raise UsageError(f"check needs Hypothesis ({exc})") from None
+            try:
+                return main_check(
+                    args.url,
+                    tls=args.tls,
+                    max_examples=args.max_examples,
+                    seconds=args.seconds,
+                    database=args.db,
+                    timeout=args.timeout,
+                    only=args.property,
+                    replay=args.replay,
+                    out=sys.stdout,
+                    err=sys.stderr,
+                )
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
         headers = [_parse_header(h) for h in args.header]
         return _run(
             functools.partial(

@@ -43,6 +43,7 @@ import math
 from collections.abc import Awaitable, Callable
 
 import trio
+from h2.connection import ConnectionState
 from h2.errors import ErrorCodes
 from h2.exceptions import StreamClosedError
 
@@ -263,7 +264,12 @@ class ConnectionCore:
         step. Returns True if the reset was queued (as a throttled ``PeerResponse``).
         A stream the peer has already reset (its RST_STREAM came in the same read as
         its HEADERS, so h2 closed it before we saw the request) needs nothing: False.
+        Nor does one whose read ended in a protocol error (the reader dispatches the
+        events before the bad frame): h2 has closed the connection and queued its
+        GOAWAY, which ends every stream, and would raise on a reset: False.
         """
+        if self.h2.state_machine.state is ConnectionState.CLOSED:
+            return False
         try:
             self.h2.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
         except StreamClosedError:

@@ -34,7 +34,8 @@ The patches, by kind (section markers in the code below use the same numbers):
    each (§5.1); SETTINGS ACK with a payload is FRAME_SIZE_ERROR (§6.5); the
    WINDOW_UPDATE reserved bit is ignored (§6.9); a frame longer than our
    SETTINGS_MAX_FRAME_SIZE is refused from its 9-byte header, before its payload is
-   buffered (§4.2); on a client, a server whose first 9 bytes are not a SETTINGS frame
+   buffered (§4.2); RST_STREAM on an idle stream is a PROTOCOL_ERROR, not ignored
+   (§6.4); on a client, a server whose first 9 bytes are not a SETTINGS frame
    header (an HTTP/1.1 response, an SSH banner) is refused at once, quoting them
    (§3.4); on a client, HEADERS on an even stream (the server never pushed:
    ENABLE_PUSH is 0) is a PROTOCOL_ERROR, not a reset of that stream (§5.1.1). (A
@@ -682,6 +683,23 @@ class FixedConnection(h2.connection.H2Connection):
         rst.error_code = code
         events.append(h2.events.StreamReset(stream_id=sid, error_code=code, remote_reset=False))
         return [rst], events
+
+    def _receive_rst_stream_frame(self, frame: RstStreamFrame) -> tuple[list[Any], list[Any]]:
+        # RFC 9113 §6.4: "If a RST_STREAM frame identifying an idle stream is received,
+        # the recipient MUST treat this as a connection error of type PROTOCOL_ERROR."
+        # h2's ``_receive_rst_stream_frame`` ignores a RST_STREAM on a stream it does
+        # not know: a stream it forgot (closed, or pruned) is fine, but one above the
+        # highest id the sender could have used is idle.
+        sid = frame.stream_id
+        if sid not in self.streams:
+            outbound = self._stream_id_is_outbound(sid)
+            highest = (
+                self.highest_outbound_stream_id if outbound else self.highest_inbound_stream_id
+            )
+            if sid > highest:
+                raise ProtocolError(f"RST_STREAM on idle stream {sid}")
+        result: tuple[list[Any], list[Any]] = super()._receive_rst_stream_frame(frame)
+        return result
 
     def _receive_data_frame(self, frame: DataFrame) -> tuple[list[Any], list[Any]]:
         # RFC 9113 §8.1.1: a body longer than its content-length (or, at END_STREAM,
