@@ -1,9 +1,13 @@
-"""Instructions per operation, counted by callgrind: a figure noise cannot move.
+"""Instructions per operation, counted by callgrind: figures the machine's load cannot move.
 
 On a shared machine QPS and even CPU time per RPC move by 10-20 % from run to run
 (other tenants, CPU steal). ``valgrind --tool=callgrind`` counts the instructions a
-program executes instead, which is the same for the same program and input whatever
-else the machine does. This script runs a fixed number of operations of one workload
+program executes instead, which other tenants do not change. It is not exactly
+repeatable: hash randomisation, the garbage collector's timing and the order in which
+trio's scheduler runs tasks make two runs of the same code differ by about 0.1 %
+(seen in this repository's A/B runs), so compare differences well above that.
+
+This script runs a fixed number of operations of one workload
 (``workloads.py``; ``unary`` by default, 0-byte bodies) between a trio_h2t client and
 server over the memory network in one process, twice under callgrind (``--rpcs`` and
 ``--rpcs`` x 5), and prints the difference per operation, which leaves out start-up,

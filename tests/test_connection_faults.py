@@ -649,3 +649,37 @@ async def test_send_all_exception_ends_only_its_connection(
         await scene.after_the_fault(port)
     await assert_held_stream_lost(scene, KeyError)
     assert_one_fault_logged(caplog, KeyError, "the transport's send_all raised KeyError")
+
+
+class _RaisingStream(trio.abc.Stream):
+    """A Stream wrapper with a bug: its first receive_some raises RuntimeError."""
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        await trio.lowlevel.checkpoint()
+        raise RuntimeError("wrapper bug")
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+@pytest.mark.injects_faults
+async def test_fault_in_the_first_bytes_sniff_is_named_as_such(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A transport that raises before the HTTP/2 preface arrives faults in the
+    server's first-bytes sniff, and the log says so (it named receive_some alone,
+    though the sniff also writes the HTTP/1.x answer); serve_connection returns."""
+    caplog.set_level(logging.DEBUG, logger="trio_h2t")
+
+    async def handler(stream: H2Stream) -> None:
+        raise AssertionError("no request can arrive")  # pragma: no cover
+
+    with trio.fail_after(5):
+        await serve_connection(_RaisingStream(), handler)
+    assert_one_fault_logged(caplog, RuntimeError, "the first-bytes sniff")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import socket
 
 import h2.config
 import h2.events
@@ -28,6 +29,7 @@ from helpers import (
 )
 from hyperframe.frame import GoAwayFrame, PingFrame
 
+import trio_h2t
 import trio_h2t._server
 from trio_h2t import (
     ErrorCodes,
@@ -527,3 +529,44 @@ async def test_server_age_jitter_ends(
         ev = await peer.receive_until(lambda ev: isinstance(ev, h2.events.ConnectionTerminated))
         assert trio.current_time() - start == pytest.approx(age)
         assert ev.additional_data == b"max_age"
+
+
+def _user_timeout_ms(stream: trio.abc.Stream) -> int:
+    assert isinstance(stream, trio.SocketStream)
+    return int(stream.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT))
+
+
+async def test_keepalive_sets_tcp_user_timeout_on_both_sides() -> None:
+    """With keepalive on, each side's TCP socket gives up on unacknowledged data after
+    keepalive_timeout (TCP_USER_TIMEOUT, as grpc-go); without it, the kernel's default
+    (0) stays. The server's keepalive is on by default (server_keepalive_time 2 h)."""
+    seen: list[int] = []
+
+    async def handler(stream: H2Stream) -> None:
+        seen.append(_user_timeout_ms(stream._core.transport))
+        await stream.send_headers([(":status", "200")], end_stream=True)
+
+    server_config = TransportConfig(keepalive_timeout=7.5)
+    async with trio_h2t.open_server(handler, 0, host="127.0.0.1", config=server_config) as server:
+        config = TransportConfig(keepalive_time=10, keepalive_timeout=3)
+        async with trio_h2t.open_connection("127.0.0.1", server.port, config=config) as conn:
+            assert _user_timeout_ms(conn._core.transport) == 3000
+            await conn.request("GET", "/")
+        async with trio_h2t.open_connection("127.0.0.1", server.port) as conn:
+            assert _user_timeout_ms(conn._core.transport) == 0  # no client keepalive
+            await conn.request("GET", "/")
+    assert seen == [7500, 7500]
+    off = TransportConfig(server_keepalive_time=None)
+    async with (
+        trio_h2t.open_server(handler, 0, host="127.0.0.1", config=off) as server,
+        trio_h2t.open_connection("127.0.0.1", server.port) as conn,
+    ):
+        await conn.request("GET", "/")
+    assert seen[-1] == 0
+
+
+def test_tcp_user_timeout_skips_what_is_not_a_tcp_socket() -> None:
+    from trio_h2t._sockopts import set_tcp_user_timeout
+
+    client, _ = trio.testing.memory_stream_pair()
+    assert set_tcp_user_timeout(client, 1.0) is False

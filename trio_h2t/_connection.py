@@ -68,6 +68,7 @@ from ._items import (
 )
 from ._loopy import FINAL_WRITE_TIMEOUT, Loopy
 from ._messages import DEADLINE, CancelKind, CancelReason, ConnectionInfo, connection_info
+from ._sockopts import set_tcp_user_timeout
 from ._statistics import ConnectionStatistics
 from ._stream import H2Stream
 
@@ -192,6 +193,10 @@ class ConnectionCore:
             if client_side
             else config.server_keepalive_time is not None
         )
+        if self.tracks_reads:
+            # As grpc-go: the kernel gives up on unacknowledged data as soon as the
+            # keepalive would (_sockopts.py says why).
+            set_tcp_user_timeout(transport, config.keepalive_timeout)
         # immutable after init: a server with max_connection_idle notes when it
         # goes idle (no stream open).
         self._track_idle = not client_side and config.max_connection_idle is not None

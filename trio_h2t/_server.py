@@ -491,7 +491,7 @@ async def _serve(
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raise
             except Exception as exc:  # a broken Stream wrapper: this connection only
-                core.fault(exc, "the transport's receive_some")
+                core.fault(exc, "the first-bytes sniff (the transport, or a bug in _sniff.py)")
                 return
             if first is None:
                 return  # an HTTP/1.x request, answered (505); nothing of HTTP/2

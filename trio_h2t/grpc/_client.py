@@ -64,7 +64,7 @@ from ._status import (
     status_from_http,
     status_from_rst,
 )
-from ._util import NoPublicConstructor
+from ._util import NoPublicConstructor, check_bool, check_size
 
 __all__ = [
     "Call",
@@ -548,11 +548,20 @@ class Channel:
         metadata: MetadataLike = (),
         buffer_reuse: bool = True,
     ) -> None:
+        if not isinstance(connection, ClientConnection):
+            raise TypeError(
+                "Channel needs a trio_h2t.ClientConnection (or use grpc.open_channel), "
+                f"not {type(connection).__name__}"
+            )
         self._conn = connection  # immutable after init
-        self.buffer_reuse = buffer_reuse  # immutable after init
+        self.buffer_reuse = check_bool(buffer_reuse, "buffer_reuse")  # immutable after init
         self.compression = check_encoding(compression)  # immutable after init
-        self.max_receive_message_size = max_receive_message_size  # immutable after init
-        self.max_send_message_size = max_send_message_size  # immutable after init
+        # immutable after init
+        self.max_receive_message_size = check_size(
+            max_receive_message_size, "max_receive_message_size"
+        )
+        # immutable after init
+        self.max_send_message_size = check_size(max_send_message_size, "max_send_message_size")
         self._metadata_headers = metadata_to_headers(Metadata(metadata))  # immutable after init
         # owner: the calls' tasks (one trio thread). Method path -> the request header
         # block of a call with no deadline, compression or per-call metadata (the same
@@ -1007,8 +1016,16 @@ async def open_channel(
     connection closes gracefully; leaving with an exception closes it at once.
 
     Checkpoint: entering and leaving. Raises: as ``trio_h2t.open_connection``
-    (ConnectionLostError if it cannot connect).
+    (ConnectionLostError if it cannot connect); and, before connecting, TypeError or
+    ValueError for a wrong channel option (as :class:`Channel`).
     """
+    # The channel's options are checked before connecting, so a wrong one fails with
+    # no connection made (Channel checks them again; that costs nothing).
+    check_encoding(compression)
+    check_size(max_receive_message_size, "max_receive_message_size")
+    check_size(max_send_message_size, "max_send_message_size")
+    check_bool(buffer_reuse, "buffer_reuse")
+    Metadata(metadata)
     async with trio_h2t.open_connection(host, port, ssl_context=ssl_context, config=config) as conn:
         channel = Channel(
             conn,

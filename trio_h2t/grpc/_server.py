@@ -65,7 +65,7 @@ from ._metadata import (
     parse_timeout,
 )
 from ._status import RpcError, StatusCode, encode_grpc_message
-from ._util import NoPublicConstructor
+from ._util import NoPublicConstructor, check_bool, check_size
 
 __all__ = [
     "GenericHandler",
@@ -634,9 +634,13 @@ class Server:
         compression: str | None = None,
         buffer_reuse: bool = True,
     ) -> None:
-        self.buffer_reuse = buffer_reuse  # immutable after init
-        self.max_receive_message_size = max_receive_message_size  # immutable after init
-        self.max_send_message_size = max_send_message_size  # immutable after init
+        self.buffer_reuse = check_bool(buffer_reuse, "buffer_reuse")  # immutable after init
+        # immutable after init
+        self.max_receive_message_size = check_size(
+            max_receive_message_size, "max_receive_message_size"
+        )
+        # immutable after init
+        self.max_send_message_size = check_size(max_send_message_size, "max_send_message_size")
         self.compression = check_encoding(compression)  # immutable after init
         # owner: set-up code (add_*), before serving; read by every RPC task
         self._generic: list[GenericHandler] = []
@@ -645,7 +649,8 @@ class Server:
             if isinstance(handler, GenericHandler):
                 self.add_generic_handler(handler)
             elif isinstance(handler, Mapping):
-                self._methods.update(handler)
+                for path, method in handler.items():
+                    self.add_method(path, method)
             else:
                 self.add_service(handler)
 
@@ -654,7 +659,22 @@ class Server:
         self._generic.append(handler)
 
     def add_method(self, path: str, handler: MethodHandler) -> None:
-        """Register ``handler`` for ``path`` (``/package.Service/Method``)."""
+        """Register ``handler`` for ``path`` (``/package.Service/Method``).
+
+        Raises, at once: TypeError if ``path`` is not a str or ``handler`` not a
+        :class:`MethodHandler` (build one with :func:`unary_unary_handler`...);
+        ValueError if ``path`` is not of the form ``/package.Service/Method``.
+        """
+        if not isinstance(path, str):
+            raise TypeError(f"a method path must be a str, not {type(path).__name__}")
+        service, _, method = path[1:].partition("/")
+        if not path.startswith("/") or not service or not method or "/" in method:
+            raise ValueError(f"a method path is /package.Service/Method, not {path!r}")
+        if not isinstance(handler, MethodHandler):
+            raise TypeError(
+                f"the handler for {path} must be a grpc.MethodHandler (from "
+                f"grpc.unary_unary_handler(fn) and the like), not {type(handler).__name__}"
+            )
         self._methods[path] = handler
 
     def add_service(self, service: object, name: str | None = None) -> None:
