@@ -28,6 +28,7 @@ import h2.frame_buffer
 import h2.settings
 import trio
 import trio.testing
+from h2.errors import ErrorCodes
 from h2.events import Event
 from hyperframe.frame import Frame, GoAwayFrame
 
@@ -40,6 +41,9 @@ from trio_h2t import (
     serve_connection,
 )
 from trio_h2t._connection import ConnectionCore
+
+#: The GOAWAY frame type (RFC 9113 §6.8).
+GOAWAY_TYPE = 0x7
 
 __all__ = [
     "REQUEST",
@@ -141,6 +145,7 @@ class ScriptedPeer:
         self._frame_buffer = h2.frame_buffer.FrameBuffer(server=not client_side)
         self._frame_buffer.max_frame_size = 2**24 - 1
         self.frames: list[Frame] = []
+        self._raw = b""  # bytes of a frame not yet whole (client side: _receive_h2)
         self.events: list[h2.events.Event] = []
         self.eof = False
 
@@ -162,8 +167,44 @@ class ScriptedPeer:
             return []
         self._frame_buffer.add_data(data)
         self.frames.extend(self._frame_buffer)
-        events = self.h2.receive_data(data)
+        events = self._receive_h2(data) if self.client_side else self.h2.receive_data(data)
         self.events.extend(events)
+        return events
+
+    def _receive_h2(self, data: bytes | bytearray) -> list[h2.events.Event]:
+        """Feed ``data`` to the peer's h2, but keep GOAWAY frames from it.
+
+        h2 closes its connection on a GOAWAY (h2 #1181) and then refuses every frame
+        but another GOAWAY, while RFC 9113 §6.8 has the connection go on for the
+        streams below its last stream id, and a server's drain sends a PING after its
+        first GOAWAY (docs/keepalive-and-shutdown.md). A client peer therefore gives
+        h2 everything but GOAWAY frames, and reports each GOAWAY, in its place, as
+        the ``ConnectionTerminated`` h2 would have made of it.
+        """
+        raw = self._raw + data
+        events: list[h2.events.Event] = []
+        start = pos = 0
+        while len(raw) - pos >= 9:
+            length = int.from_bytes(raw[pos : pos + 3], "big")
+            end = pos + 9 + length
+            if end > len(raw):
+                break
+            if raw[pos + 3] == GOAWAY_TYPE:
+                events.extend(self.h2.receive_data(bytes(raw[start:pos])))
+                payload = raw[pos + 9 : end]
+                ev = h2.events.ConnectionTerminated()
+                ev.last_stream_id = int.from_bytes(payload[:4], "big") & 0x7FFF_FFFF
+                code = int.from_bytes(payload[4:8], "big")
+                try:
+                    ev.error_code = ErrorCodes(code)
+                except ValueError:
+                    ev.error_code = code
+                ev.additional_data = bytes(payload[8:])
+                events.append(ev)
+                start = end
+            pos = end
+        events.extend(self.h2.receive_data(bytes(raw[start:pos])))
+        self._raw = raw[pos:]
         return events
 
     async def receive_until(self, predicate: Callable[[Any], bool]) -> Any:

@@ -326,6 +326,7 @@ class Side:
     max_window: int = 0  # largest limit + delta seen
     recv_failed: bool = False  # a receive raised
     self_reset: bool = False  # this side's reset() was the stream's first error
+    refused: bool = False  # client: a retryable error during the server's drain
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     done_event: trio.Event = field(default_factory=trio.Event)
     inner: trio.Nursery | None = None
@@ -463,6 +464,9 @@ class ConnectionMachine(RuleBasedStateMachine):
         self.hard_disturbed = False  # abrupt close, or a grace period that may have run out
         self.graceful_started = False
         self.client_closed = False  # the client's graceful close (aclose) started
+        # The server's drain (the ``drain`` rule: no grace limit) started: it
+        # explains a retryable error on a stream no handler saw, nothing else.
+        self.drain_started = False
         # Filled in by the world.
         self.token: trio.lowlevel.TrioToken | None = None
         self.guest: Any = None  # Trio's GuestState of this example's run
@@ -825,6 +829,17 @@ class ConnectionMachine(RuleBasedStateMachine):
             self._bug(f"server stream {side.idx}: the handler saw {op} raise {exc!r}", exc)
         if self.conn_disturbed or model.c.disturbed or model.s.disturbed:
             return
+        if (
+            self.drain_started
+            and side.who == CLIENT
+            and getattr(exc, "retryable", False)
+            and not model.s.started
+        ):
+            # The drain refused it (its GOAWAYs, or a stream above the second one's
+            # last stream id): retryable, and no handler saw it (_check_drain holds
+            # the server to that from now on).
+            side.refused = True
+            return
         if side.who == SERVER and self._cut_by_client_exit(model):
             return
         if isinstance(exc, StreamRefusedError):
@@ -1078,6 +1093,21 @@ class ConnectionMachine(RuleBasedStateMachine):
         else:
             self._act()
 
+    @precondition(lambda self: self.streams)
+    @rule(go=rarely)
+    def server_drain(self, go: bool) -> None:
+        """The server drains at an arbitrary step, with no grace limit: its two
+        GOAWAYs and the PING. Unlike ``graceful_close`` nothing is relaxed: every
+        stream a handler saw must still complete (unless another action disturbed
+        it), and the only error the drain explains is a retryable one on a stream no
+        handler ever sees (``_check_drain``)."""
+        if not go or self.host.result is not None or self.server_done or self.drain_started:
+            return self._act()
+        self.drain_started = True
+        assert self.score is not None
+        drain = functools.partial(self.score.graceful_close, timeout=math.inf)
+        self._act(functools.partial(self._spawn_now, drain))
+
     def _spawn_now(self, fn: Callable[[], Any]) -> None:
         assert self.top is not None
         self.top.start_soon(fn)
@@ -1128,6 +1158,28 @@ class ConnectionMachine(RuleBasedStateMachine):
         for who in (CLIENT, SERVER):
             self._check_ended(who)
         self._check_conservation()
+        self._check_drain()
+
+    def _check_drain(self) -> None:
+        """The drain loses nothing: a stream the drain refused never reaches a handler,
+        and once the second GOAWAY is out, every stream a handler saw is at or below
+        its last stream id (so the client may retry exactly the streams above it)."""
+        core = self.score
+        if not self.drain_started or core is None:
+            return
+        last = core.goaway_sent_last_id
+        for model in self.streams:
+            c, s = model.c, model.s
+            if c.refused and s.started:
+                self._bug(f"stream {model.idx}: refused by the drain, yet a handler saw it")
+            if last is None:
+                continue
+            if s.started and s.stream is not None and s.stream.stream_id > last:
+                self._bug(
+                    f"stream {model.idx}: a handler saw stream {s.stream.stream_id}, above"
+                    f" the second GOAWAY's last stream id {last}"
+                )
+        assert not self.bugs, "\n\n".join(self.bugs)
 
     def _check_ended(self, who: str) -> None:
         """Once a connection has ended (loopy is gone), every stream task of it has its
@@ -1352,7 +1404,7 @@ class ConnectionMachine(RuleBasedStateMachine):
         self._act(autopilot_all)
         if not self.hard_disturbed:
             for model in self.streams:
-                if model.c.disturbed or model.s.disturbed:
+                if model.c.disturbed or model.s.disturbed or model.c.refused:
                     continue
                 if self.conn_disturbed and not model.s.started:
                     continue  # a graceful close may refuse streams not yet accepted

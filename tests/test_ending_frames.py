@@ -54,6 +54,8 @@ MAGIC = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 #: What a trio_h2t endpoint writes first, with the default config: SETTINGS, and a
 #: connection WINDOW_UPDATE (its connection window is larger than the RFC's).
 OPENING = ["SETTINGS", "WINDOW_UPDATE(0)"]
+#: A server drain's first GOAWAY (docs/keepalive-and-shutdown.md, "The drain").
+DRAIN_GOAWAY = "GOAWAY(NO_ERROR,last=2147483647)"
 
 
 def make_peer(transport: trio.abc.Stream, *, client_side: bool) -> ScriptedPeer:
@@ -172,17 +174,21 @@ async def open_request(peer: ScriptedPeer, stream_id: int = 1) -> None:
 async def test_server_graceful_close_goaway_then_the_stream_finishes(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    """ServerConnection.aclose: GOAWAY(NO_ERROR, last 1), then stream 1's DATA, then EOF."""
+    """ServerConnection.aclose: GOAWAY(NO_ERROR, 2^31-1) and PING, then (the PING
+    answered) GOAWAY(NO_ERROR, last 1), then stream 1's DATA, then EOF."""
     started, release = trio.Event(), trio.Event()
     with trio.fail_after(30):
         async with served(stalling(started, release)) as (peer, server, nursery):
             await open_request(peer)
             nursery.start_soon(server.aclose)
-            await peer.read_until(lambda: bool(peer.frames_of(GoAwayFrame)))
+            # read_until answers the drain's PING.
+            await peer.read_until(lambda: len(peer.frames_of(GoAwayFrame)) == 2)
             release.set()
             wire = await read_to_eof(peer)
     assert after(wire, "HEADERS(1)") == [
         "HEADERS(1)",
+        DRAIN_GOAWAY,
+        "PING",
         "GOAWAY(NO_ERROR,last=1)",
         "DATA(1,END_STREAM)",
         "EOF",
@@ -190,7 +196,8 @@ async def test_server_graceful_close_goaway_then_the_stream_finishes(
 
 
 async def test_server_graceful_close_is_cut_at_its_grace(autojump_clock: trio.abc.Clock) -> None:
-    """A handler that never ends is cut off after ``grace``: GOAWAY, then EOF, nothing else."""
+    """A handler that never ends is cut off after ``grace``: the two GOAWAYs (the PING
+    unanswered), then EOF, nothing else."""
     started = trio.Event()
     with trio.fail_after(30):
         async with served(stalling(started)) as (peer, server, _nursery):
@@ -198,11 +205,18 @@ async def test_server_graceful_close_is_cut_at_its_grace(autojump_clock: trio.ab
             with trio.fail_after(5 + 2):  # grace, then loopy's bounded final write
                 await server.aclose(grace=5)
             wire = await read_to_eof(peer)
-    assert after(wire, "HEADERS(1)") == ["HEADERS(1)", "GOAWAY(NO_ERROR,last=1)", "EOF"]
+    assert after(wire, "HEADERS(1)") == [
+        "HEADERS(1)",
+        DRAIN_GOAWAY,
+        "PING",
+        "GOAWAY(NO_ERROR,last=1)",
+        "EOF",
+    ]
 
 
 async def test_h2server_aclose_over_tcp_goaway_then_the_stream_finishes() -> None:
-    """H2Server.aclose over TCP: GOAWAY(NO_ERROR, last 1), stream 1 finishes, then EOF."""
+    """H2Server.aclose over TCP: the two GOAWAYs (2^31-1 and its PING, answered; then
+    last 1), stream 1 finishes, then EOF."""
     started, release = trio.Event(), trio.Event()
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
@@ -214,12 +228,14 @@ async def test_h2server_aclose_over_tcp_goaway_then_the_stream_finishes() -> Non
             await peer.handshake()
             await open_request(peer)
             nursery.start_soon(h2server.aclose)
-            await peer.read_until(lambda: bool(peer.frames_of(GoAwayFrame)))
+            await peer.read_until(lambda: len(peer.frames_of(GoAwayFrame)) == 2)
             release.set()
             wire = await read_to_eof(peer)
             await tcp.aclose()
     assert after(wire, "HEADERS(1)") == [
         "HEADERS(1)",
+        DRAIN_GOAWAY,
+        "PING",
         "GOAWAY(NO_ERROR,last=1)",
         "DATA(1,END_STREAM)",
         "EOF",
@@ -312,12 +328,14 @@ async def test_server_handler_errors_end_only_their_stream() -> None:
 
 
 async def test_serve_tcp_cancelled_sends_goaway_with_last_stream() -> None:
-    """serve_tcp cancelled with a handler mid-response: GOAWAY(NO_ERROR, last 1), then EOF."""
+    """serve_tcp cancelled with a handler mid-response drains: the two GOAWAYs (the PING
+    unanswered; graceful_close_timeout cuts the wait for it), then EOF."""
     started = trio.Event()
+    config = TransportConfig(graceful_close_timeout=1)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             h2server: H2Server = await nursery.start(
-                functools.partial(serve_tcp, stalling(started), 0, host="127.0.0.1")
+                functools.partial(serve_tcp, stalling(started), 0, host="127.0.0.1", config=config)
             )
             tcp = await trio.open_tcp_stream("127.0.0.1", h2server.port)
             peer = make_peer(tcp, client_side=True)
@@ -326,7 +344,13 @@ async def test_serve_tcp_cancelled_sends_goaway_with_last_stream() -> None:
             nursery.cancel_scope.cancel()
         wire = await read_to_eof(peer)
         await tcp.aclose()
-    assert after(wire, "HEADERS(1)") == ["HEADERS(1)", "GOAWAY(NO_ERROR,last=1)", "EOF"]
+    assert after(wire, "HEADERS(1)") == [
+        "HEADERS(1)",
+        DRAIN_GOAWAY,
+        "PING",
+        "GOAWAY(NO_ERROR,last=1)",
+        "EOF",
+    ]
 
 
 async def test_server_cancelled_inside_send_all_writes_nothing_more(

@@ -51,6 +51,7 @@ METHODS = [
     (h2.connection.H2Connection, "_stream_closed_by", ("self", "stream_id")),
     (h2.connection.H2Connection, "_stream_is_closed_by_end", ("self", "stream_id")),
     (h2.connection.H2Connection, "_receive_data_frame", ("self", "frame")),
+    (h2.connection.H2Connection, "_receive_priority_frame", ("self", "frame")),
     (h2.stream.H2Stream, "_initialize_content_length", ("self", "headers")),
     (
         h2.stream.H2Stream,
@@ -107,6 +108,8 @@ ATTRIBUTES = {
 #: Private names our layers introduce; none may collide with a name h2 or hpack defines.
 OURS = {
     "_MAX_SLOTS",
+    "_block_size",
+    "_count_block",
     "_cache",
     "_check_not_forgotten",
     "_code",

@@ -71,12 +71,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_exceptions": frozenset(),
     "_h2fixes": frozenset({"_hpack"}),
     "_h2fast": frozenset({"_h2fixes", "_headers", "_hpack"}),
-    "_h2state": frozenset({"_h2fast", "_h2fixes"}),
+    "_h2state": frozenset({"_h2fast", "_h2fixes", "_hpack"}),
     "_items": frozenset(),
     "_outstream": frozenset(),
     # Keepalive decisions (timer, ping policy, age jitter): pure functions of time.
     "_pings": frozenset(),
     "_statistics": frozenset(),
+    # Socket options a connection sets on its TCP socket (TCP_USER_TIMEOUT).
+    "_sockopts": frozenset(),
     "_controlbuf": frozenset({"_exceptions", "_items"}),
     "_config": frozenset({"_controlbuf"}),
     "_messages": frozenset({"_exceptions"}),
@@ -95,6 +97,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_streamview": frozenset({"_util"}),
     # A server's first look at a connection (HTTP/1.x or HTTP/2?), before any core.
     "_sniff": frozenset(),
+    # Worker processes sharing a port: SO_REUSEPORT listeners and the supervisor.
+    "_workers": frozenset(),
     # Loopy knows the rest of its connection only through its LoopyCore protocol.
     "_loopy": frozenset(
         {
@@ -118,6 +122,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_items",
             "_loopy",
             "_messages",
+            "_pings",  # the drain PING (sans-IO constants)
+            "_sockopts",  # TCP_USER_TIMEOUT with keepalive
             "_statistics",
             "_stream",
         }
@@ -164,9 +170,10 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_statistics",
             "_stream",
             "_util",
+            "_workers",
         }
     ),
-    "_cli": frozenset({"_client", "_config", "_headers", "_server", "_stream"}),
+    "_cli": frozenset({"_client", "_config", "_headers", "_server", "_stream", "_workers"}),
     "__init__": frozenset(
         {
             "_client",

@@ -251,6 +251,13 @@ async def test_server_idle_connection_gets_goaway_max_idle(
         closed = trio.current_time()
         ev = await peer.receive_until(lambda ev: isinstance(ev, h2.events.ConnectionTerminated))
         assert trio.current_time() - closed == pytest.approx(30)
+        # The drain's two phases: 2^31-1 and a PING (answered here), then the real id.
+        assert (ev.error_code, ev.last_stream_id, ev.additional_data) == (
+            ErrorCodes.NO_ERROR,
+            2**31 - 1,
+            b"max_idle",
+        )
+        ev = await peer.receive_until(lambda ev: isinstance(ev, h2.events.ConnectionTerminated))
         assert (ev.error_code, ev.last_stream_id, ev.additional_data) == (
             ErrorCodes.NO_ERROR,
             1,
@@ -314,6 +321,12 @@ async def test_server_age_goaway_with_jitter_then_grace(
         ev = await peer.receive_until(lambda ev: isinstance(ev, h2.events.ConnectionTerminated))
         goaway_at = trio.current_time()
         assert 90 <= goaway_at - start <= 110
+        assert (ev.error_code, ev.last_stream_id, ev.additional_data) == (
+            ErrorCodes.NO_ERROR,
+            2**31 - 1,
+            b"max_age",
+        )
+        ev = await peer.receive_until(lambda ev: isinstance(ev, h2.events.ConnectionTerminated))
         assert (ev.error_code, ev.last_stream_id, ev.additional_data) == (
             ErrorCodes.NO_ERROR,
             3,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 from helpers import REQUEST, RESPONSE_200, connected_pair
 
 from trio_h2t import H2Stream
+from trio_h2t._stream import _as_header_list
 
 
 @pytest.mark.parametrize("status", [b"abc", b"99", b"600", b"20", b"2000", b"103", b"101", b"100"])
@@ -136,3 +139,51 @@ async def test_request_body_of_a_wrong_type_names_what_a_body_may_be(
             assert conn.open_streams == 0
             response = await conn.request("GET", "/still/works")
     assert response.status == 200
+
+
+class _Pair(tuple[bytes, bytes]):
+    """A tuple subclass (as hpack's HeaderTuple): not taken by the all-bytes fast path."""
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [(b"x-a", b"1"), (b"x-b", b"2")],  # the fast path: a list of tuples of bytes
+        ((b"x-a", b"1"), (b"x-b", b"2")),  # the fast path: a tuple of them
+        [(b"x-a", b"1"), ("x-b", "2")],  # str fields: converted by the general path
+        [(b"x-a", b"1"), [b"x-b", b"2"]],  # a list as a pair
+        [(b"x-a", b"1"), _Pair((b"x-b", b"2"))],  # a tuple subclass: made a plain tuple
+        [(b"x-a", b"1"), (b"x-b", bytearray(b"2"))],
+        [],
+    ],
+)
+def test_header_list_fast_path_gives_the_general_paths_list(headers: Any) -> None:
+    """``_as_header_list`` returns a fresh list of plain (bytes, bytes) tuples, equal to
+    the pairs given, whether or not the input takes the all-bytes fast path."""
+    out = _as_header_list(headers)
+    assert out is not headers
+    assert type(out) is list
+    assert all(type(p) is tuple and all(type(f) is bytes for f in p) for p in out)
+    assert out == [
+        (
+            bytes(n, "ascii") if isinstance(n, str) else bytes(n),
+            bytes(v, "utf-8") if isinstance(v, str) else bytes(v),
+        )
+        for n, v in headers
+    ]
+
+
+@pytest.mark.parametrize(
+    ("headers", "match"),
+    [
+        ([(b"x-a", b"1", b"2")], "must be a \\(name, value\\) pair"),
+        (((b"x-a",),), "must be a \\(name, value\\) pair"),
+        ([(b"x-a", 1)], "a header value must be bytes or str, not int"),
+    ],
+)
+def test_header_list_fast_path_leaves_bad_pairs_to_the_general_checks(
+    headers: object, match: str
+) -> None:
+    """A list or tuple the fast path cannot take gets the general path's TypeError."""
+    with pytest.raises(TypeError, match=match):
+        _as_header_list(headers)  # type: ignore[arg-type]

@@ -15,7 +15,8 @@ public. ``tests/test_exports.py`` checks it.
   :class:`CancelReason`. ``serve_connection`` reports a :class:`ServerConnection`,
   the ``serve_*`` of many connections an :class:`H2Server`.
 - Statistics: ``statistics()`` of either connection gives a
-  :class:`ConnectionStatistics`, with the writer task's :class:`LoopyStatistics`.
+  :class:`ConnectionStatistics`, with the writer task's :class:`LoopyStatistics`;
+  ``H2Server.statistics()`` a :class:`ServerStatistics`.
 - Messages: :class:`Headers` (a read-only multi-dict), :class:`Request`,
   :class:`Response` (from ``ClientConnection.request``), :class:`TLSInfo`.
 - Errors: see ``_exceptions.py`` and ``docs/errors.md``. :class:`ErrorCodes` is h2's
@@ -61,6 +62,7 @@ from ._server import (
 from ._statistics import (
     ConnectionStatistics as ConnectionStatistics,
     LoopyStatistics as LoopyStatistics,
+    ServerStatistics as ServerStatistics,
 )
 from ._stream import H2Stream as H2Stream
 from ._streamview import H2StreamView as H2StreamView
@@ -88,6 +90,7 @@ __all__ = [
     "Request",
     "Response",
     "ServerConnection",
+    "ServerStatistics",
     "StreamRefusedError",
     "StreamResetError",
     "TLSInfo",

@@ -3,6 +3,7 @@
 Usage::
 
     trio-h2t serve [--host 127.0.0.1] [--port 8080] [--root DIR] [--max-concurrent-streams N]
+                   [--workers N] [--reuse-port]
     trio-h2t get URL [-o FILE] [-X METHOD] [-d DATA] [-H 'name: value']... [-v]
 
 (``python -m trio_h2t ...`` is the same command.) Both speak h2c with prior knowledge:
@@ -15,7 +16,10 @@ with TLS, trusting ``--cacert FILE`` or, without it, the system's CAs.
 ``serve``
     Serves the files under ``--root`` (default: the current directory) and prints one
     line, ``serving on http://HOST:PORT`` (``https://`` with TLS), once it listens
-    (``--port 0`` picks a free port; the line has the real one). SIGINT or SIGTERM
+    (``--port 0`` picks a free port; the line has the real one). With ``--workers N``,
+    N worker processes share the port (SO_REUSEPORT) under a supervisor that restarts
+    a crashed one and passes SIGINT/SIGTERM on to all (``trio_h2t._workers``);
+    ``--reuse-port`` binds one server's port with SO_REUSEPORT. SIGINT or SIGTERM
     stops it gracefully: it stops accepting, sends GOAWAY, and lets open streams finish for up to
     ``TransportConfig.graceful_close_timeout`` (10 s); a second signal stops it at
     once. Requests:
@@ -57,7 +61,7 @@ import signal
 import ssl
 import stat
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TextIO, TypeVar
 from urllib.parse import unquote_to_bytes, urlsplit
@@ -69,6 +73,7 @@ from ._config import TransportConfig
 from ._headers import CONNECTION_HEADERS, validate_to_send
 from ._server import serve_tcp
 from ._stream import H2Stream, HeaderList
+from ._workers import reserve_port, supervise
 
 __all__ = ["fetch", "main", "make_handler", "resolve_path", "serve"]
 
@@ -333,13 +338,17 @@ async def serve(
     root: str | os.PathLike[str],
     max_concurrent_streams: int = 100,
     ssl_context: ssl.SSLContext | None = None,
+    reuse_port: bool = False,
+    supervised: bool = False,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run ``trio-h2t serve`` until SIGINT or SIGTERM; report the port to ``task_status``.
 
-    The first signal closes the server gracefully (``H2Server.aclose``); a second
-    one cancels the drain. With ``ssl_context``, HTTP/2 over TLS (ALPN "h2").
-    Checkpoint: always.
+    The first signal closes the server gracefully (``H2Server.aclose``: the drain);
+    a second one cancels the drain. With ``ssl_context``, HTTP/2 over TLS (ALPN
+    "h2"); with ``reuse_port``, the port is bound with ``SO_REUSEPORT`` (a worker of
+    ``--workers``); with ``supervised``, EOF on stdin (the supervisor is gone) stops
+    the server as the first signal does. Checkpoint: always.
     """
     handler = make_handler(root)
     config = TransportConfig(max_concurrent_streams=max_concurrent_streams)
@@ -347,15 +356,22 @@ async def serve(
         async with trio.open_nursery() as nursery:
             server = await nursery.start(
                 functools.partial(
-                    serve_tcp, handler, port, host=host, ssl_context=ssl_context, config=config
+                    serve_tcp,
+                    handler,
+                    port,
+                    host=host,
+                    ssl_context=ssl_context,
+                    config=config,
+                    reuse_port=reuse_port,
                 )
             )
             scheme = "https" if ssl_context is not None else "http"
             print(f"serving on {scheme}://{_url_host(host)}:{server.port}", flush=True)
             task_status.started(server.port)
-            async for signum in signals:
-                print(f"{PROG}: {signal.Signals(signum).name}: stopping", file=sys.stderr)
-                break
+            async with trio.open_nursery() as waiting:
+                waiting.start_soon(_first_signal, signals, waiting.cancel_scope)
+                if supervised:
+                    waiting.start_soon(_stdin_eof, waiting.cancel_scope)
             async with trio.open_nursery() as stopper:
 
                 async def on_second_signal() -> None:
@@ -365,6 +381,25 @@ async def serve(
                 stopper.start_soon(on_second_signal)
                 await server.aclose()
                 stopper.cancel_scope.cancel()
+
+
+async def _first_signal(signals: AsyncIterator[int], done: trio.CancelScope) -> None:
+    """Wait for SIGINT or SIGTERM, say so, cancel ``done``. Checkpoint: always."""
+    async for signum in signals:
+        print(f"{PROG}: {signal.Signals(signum).name}: stopping", file=sys.stderr)
+        break
+    done.cancel()
+
+
+async def _stdin_eof(done: trio.CancelScope) -> None:
+    """Wait for EOF on stdin (a supervised worker's supervisor is gone), then cancel
+    ``done``. Checkpoint: always."""
+    stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
+    async with stdin:
+        while await stdin.receive_some():
+            pass
+    print(f"{PROG}: the supervisor is gone (stdin closed): stopping", file=sys.stderr)
+    done.cancel()
 
 
 ################################################################
@@ -530,6 +565,19 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--certfile", metavar="FILE", help="PEM certificate chain: serve over TLS")
     p.add_argument("--keyfile", metavar="FILE", help="PEM private key (with --certfile)")
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        metavar="N",
+        help="run N worker processes sharing the port (SO_REUSEPORT) under a supervisor"
+        " that restarts a crashed one and drains all on SIGTERM/SIGINT",
+    )
+    p.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="bind the port with SO_REUSEPORT, so other processes may serve it too",
+    )
+    p.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
 
     g = sub.add_parser("get", help="send one request; print the response body")
     g.add_argument("url", help="http[s]://host[:port]/path")
@@ -596,6 +644,30 @@ def _run(fn: Callable[[], Awaitable[T]]) -> T:
         raise
 
 
+def _supervise(args: argparse.Namespace) -> int:
+    """``serve --workers N``: reserve the port, run N ``serve --reuse-port`` workers
+    under ``_workers.supervise``; its exit status."""
+    try:
+        reserved = reserve_port(args.host, args.port)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
+        ) from None
+    with reserved:
+        port = reserved.getsockname()[1]
+        command = [sys.executable, "-m", "trio_h2t", "serve", "--reuse-port", "--supervised"]
+        command += ["--host", args.host, "--port", str(port), "--root", args.root]
+        command += ["--max-concurrent-streams", str(args.max_concurrent_streams)]
+        scheme = "http"
+        if args.certfile is not None:
+            command += ["--certfile", args.certfile]
+            scheme = "https"
+        if args.keyfile is not None:
+            command += ["--keyfile", args.keyfile]
+        url = f"{scheme}://{_url_host(args.host)}:{port}"
+        return _run(functools.partial(supervise, command, args.workers, url=url))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``trio-h2t`` and ``python -m trio_h2t``; returns the exit status."""
     logging.getLogger("hpack").setLevel(
@@ -620,6 +692,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         hint = " (no private key in --certfile? pass it with --keyfile)"
                     raise UsageError(f"--certfile/--keyfile: {exc}{hint}") from None
             logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
+            if args.workers is not None:
+                return _supervise(args)
             try:
                 _run(
                     functools.partial(
@@ -629,6 +703,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         root=args.root,
                         max_concurrent_streams=args.max_concurrent_streams,
                         ssl_context=ssl_context,
+                        reuse_port=args.reuse_port,
+                        supervised=args.supervised,
                     )
                 )
             except OSError as exc:

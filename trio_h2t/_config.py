@@ -49,6 +49,17 @@ class TransportConfig:
     #: It is replenished on receipt, so it bounds bytes in flight, not what we buffer
     #: (the stream windows do): 16 MiB, the BDP cap, so it never limits a stream.
     connection_window_size: int = 16 * 1024 * 1024
+    #: The inbound budget: body bytes received but not yet read by the application,
+    #: across all the streams of a connection, never exceed it. The connection
+    #: window we give back is capped so that what is buffered plus what the peer may
+    #: still send stays within it (docs/flow-control.md, docs/security.md); without
+    #: it, a peer could fill the window of every stream the application does not
+    #: read (100 streams of up to ``max_window_size`` each). 32 MiB: the connection
+    #: window plus the largest stream window, so one stream that stops reading with
+    #: its window full never slows the others; two or more can, until the
+    #: application reads them or they end. ``connection_window_size`` above it is
+    #: lowered to it.
+    max_unread_bytes: int = 32 * 1024 * 1024
     #: Grow windows with grpc-go's BDP estimator, up to ``max_window_size``.
     dynamic_window: bool = True
     #: grpc-go's ``bdpLimit``: 16 MiB.
@@ -66,7 +77,8 @@ class TransportConfig:
     #: Bytes a stream may queue ahead of flow control before send_data waits
     #: (grpc-go's ``defaultWriteQuota``). May go negative: one big write is admitted.
     write_quota: int = 64 * 1024
-    #: Bytes asked of the socket per read (grpc-go's ReadBufferSize: 32 KiB).
+    #: Bytes asked of the socket per read (grpc-go's ReadBufferSize: 32 KiB). The
+    #: buffer is held only while reads are 1 KiB or more (``_reader.SMALL_READ``).
     read_buffer_size: int = 64 * 1024
     #: Frames the reader hands h2 per step before it yields to the other tasks
     #: (0 = all that were read). 32 lets the two peers overlap over TCP instead of
@@ -92,6 +104,27 @@ class TransportConfig:
     #: (nghttp2's ``stream_reset_rate``). A client cancelling fewer streams than this
     #: per second, on average, is never cut off.
     reset_rate: float = 33.0
+    #: Frames that make us work but carry nothing for the application, that one
+    #: peer may send at once (a token bucket's burst, one per connection) before
+    #: the connection ends with GOAWAY(ENHANCE_YOUR_CALM, ``too_many_<kind>``):
+    #: SETTINGS (not ACK), PRIORITY, WINDOW_UPDATE of less than 1 KiB (the "data
+    #: dribble": each can make us send a DATA frame that small), empty DATA
+    #: without END_STREAM, streams we refuse (past MAX_CONCURRENT_STREAMS), and
+    #: streams we reset because of the peer's error, and PINGs that arrive while
+    #: an earlier answer is still unwritten (BDP probing pings once per round
+    #: trip, so its ACKs are long written; ``ping_min_interval`` polices the
+    #: rest). The HTTP/2 floods of 2019 (CVE-2019-9511 to -9518) and MadeYouReset
+    #: (CVE-2025-8671) send these by the million; a browser or gRPC client sends a
+    #: handful per connection. docs/security.md.
+    flood_burst: int = 1000
+    #: Tokens added to that bucket per second, up to ``flood_burst``.
+    flood_rate: float = 100.0
+    #: Server: connections open at once (TLS handshakes included), per server; one
+    #: more is closed as soon as it is accepted, before anything is read or written
+    #: (counted in ``H2Server.statistics().connections_refused``). None (the
+    #: default): no cap but the process's file descriptors. Each idle connection
+    #: costs tens of KiB and a descriptor: set it from the memory a server may spend.
+    max_connections: int | None = None
     #: Seconds active streams get to finish after a graceful close sends GOAWAY.
     graceful_close_timeout: float = 10.0
     #: Seconds a client waits for the server's preface (its first SETTINGS frame),
@@ -178,6 +211,11 @@ class TransportConfig:
             f"in [{RFC_DEFAULT_WINDOW}, 2**31-1]",
         )
         check(
+            "max_unread_bytes",
+            self.max_unread_bytes >= RFC_DEFAULT_WINDOW,
+            f">= {RFC_DEFAULT_WINDOW} (the RFC's initial connection window)",
+        )
+        check(
             "max_window_size",
             self.initial_window_size <= self.max_window_size <= MAX_WINDOW,
             "in [initial_window_size, 2**31-1]",
@@ -197,6 +235,13 @@ class TransportConfig:
         check("throttle_limit", self.throttle_limit >= 1, ">= 1")
         check("reset_burst", self.reset_burst >= 1, ">= 1")
         check("reset_rate", self.reset_rate >= 0, ">= 0")
+        check("flood_burst", self.flood_burst >= 1, ">= 1")
+        check(
+            "max_connections",
+            self.max_connections is None or self.max_connections >= 1,
+            ">= 1 or None",
+        )
+        check("flood_rate", self.flood_rate >= 0, ">= 0")
         check("graceful_close_timeout", self.graceful_close_timeout >= 0, ">= 0")
         check("handshake_timeout", self.handshake_timeout > 0, "> 0")
         if self.keepalive_time is not None:
@@ -226,6 +271,7 @@ _FIELD_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "int": ((int,), "an int"),
     "float": ((int, float), "a number (int or float)"),
     "float | None": ((int, float, type(None)), "a number (int or float) or None"),
+    "int | None": ((int, type(None)), "an int or None"),
     "bool": ((bool,), "a bool"),
 }
 

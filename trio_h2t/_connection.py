@@ -63,11 +63,13 @@ from ._items import (
     ControlItem,
     GoAway,
     PeerResponse,
+    Ping,
     ResetStream,
     WindowUpdate,
 )
 from ._loopy import FINAL_WRITE_TIMEOUT, Loopy
 from ._messages import DEADLINE, CancelKind, CancelReason, ConnectionInfo, connection_info
+from ._pings import DRAIN_PING_DATA, DRAIN_PING_TIMEOUT, MAX_STREAM_ID
 from ._sockopts import set_tcp_user_timeout
 from ._statistics import ConnectionStatistics
 from ._stream import H2Stream
@@ -130,8 +132,13 @@ class ConnectionCore:
         # handles one. Bounds those unthrottled items by the streams, whatever the
         # number of WINDOW_UPDATE frames the peer sends.
         self.windows_opened: set[int] = set()
-        # owner: reader: connection-level receive window (what we owe the peer).
-        self.in_flow = ConnectionInFlow(config.connection_window_size, config.window_update_ratio)
+        # owner: reader: connection-level receive window (what we owe the peer),
+        # within the inbound budget (its ``buffered`` is shared: _flow.py says how).
+        self.in_flow = ConnectionInFlow(
+            min(config.connection_window_size, config.max_unread_bytes),
+            config.window_update_ratio,
+            config.max_unread_bytes,
+        )
         # shared: the reader adds samples and calculates; loopy timestamps the PING
         # it writes (on_ping_written). Each call is synchronous.
         self.bdp = (
@@ -153,6 +160,10 @@ class ConnectionCore:
         # application's aclose, abort, or, after the client's GOAWAY, the task that
         # ends the last stream or handler): no new streams from us.
         self.closing = False
+        # shared: a server's drain (graceful_close) is in its first phase: created,
+        # once, by the task that sends the first GOAWAY (2^31-1) and its PING; set by
+        # the reader when that PING's ACK arrives, or by fail(). None: no drain yet.
+        self.drain_ack: trio.Event | None = None
         # shared: set by the task that closes the last stream while closing, or fail().
         self._idle = trio.Event()
         # shared: set by the reader (the peer's first SETTINGS arrived), or by fail().
@@ -216,7 +227,7 @@ class ConnectionCore:
         Written directly, before loopy starts (as grpc-go does). Checkpoint: always.
         """
         self.h2.initiate_connection()
-        extra = self.config.connection_window_size - RFC_DEFAULT_WINDOW
+        extra = self.in_flow.limit - RFC_DEFAULT_WINDOW
         if extra > 0:
             self.h2.increment_flow_control_window(extra)
         data = self.h2.data_to_send()
@@ -290,7 +301,12 @@ class ConnectionCore:
         if stream._closed:
             return
         stream._closed = True
-        stream._in_flow.release()
+        flow = stream._in_flow
+        if flow.pending_data:
+            flow.release()
+            self.connection_window_freed()
+        else:
+            flow.release()
         stream._wake()
         if self._streams.pop(stream.stream_id, None) is not None or stream.stream_id == 0:
             if self.client_side:
@@ -345,6 +361,14 @@ class ConnectionCore:
 
     def send_window_update(self, stream: H2Stream, increment: int) -> None:
         self._put(WindowUpdate(stream, increment))
+
+    def connection_window_freed(self) -> None:
+        """Unread bytes left the inbound budget (read, or dropped with their stream):
+        send the connection WINDOW_UPDATE the budget held back, if one is now due.
+        Synchronous; any task."""
+        inc = self.in_flow.grant()
+        if inc:
+            self._put(WindowUpdate(None, inc))
 
     # -- client stream quota --------------------------------------------------------
 
@@ -419,7 +443,17 @@ class ConnectionCore:
         self.windows_opened.discard(stream_id)
 
     def on_goaway_written(self, last_stream_id: int) -> None:
-        self.goaway_sent_last_id = last_stream_id
+        # A drain's first GOAWAY (2^31-1) is a heads-up, not the last word: loopy
+        # still owes the real last stream id if the connection ends before the
+        # second one goes out (final_goaway_code).
+        if last_stream_id != MAX_STREAM_ID or self.client_side:
+            self.goaway_sent_last_id = last_stream_id
+
+    def on_drain_ping_ack(self) -> None:
+        """The reader saw the ACK of the drain's PING: the client has read our first
+        GOAWAY, so every stream it started before it has reached us."""
+        if self.drain_ack is not None:
+            self.drain_ack.set()
 
     def final_goaway_code(self) -> int | None:
         """The GOAWAY loopy owes on its way out: None if ours was written or the peer
@@ -485,6 +519,8 @@ class ConnectionCore:
         self._quota_lot.unpark_all()
         self._idle.set()
         self.settings_received.set()
+        if self.drain_ack is not None:
+            self.drain_ack.set()
         self.wake_keepalive()
         if finish:
             self.cbuf.finish(error)
@@ -637,26 +673,42 @@ class ConnectionCore:
         timeout: float | None = None,  # noqa: ASYNC109
         debug_data: bytes = b"",
     ) -> None:
-        """Send GOAWAY, let open streams finish (up to ``timeout``), then stop loopy.
+        """Drain: send GOAWAY, let open streams finish (up to ``timeout``), then stop
+        loopy.
 
-        ``debug_data`` goes in the GOAWAY (the keepalive task's ``max_idle`` and
-        ``max_age``); a close already under way keeps its own.
+        A server drains in two phases, as grpc-go does (docs/keepalive-and-shutdown.md,
+        "The drain"): GOAWAY(NO_ERROR, last stream id 2^31-1) and a PING
+        (``DRAIN_PING_DATA``); new streams are still admitted, since the client may
+        have sent them before it read that GOAWAY; on the PING's ACK (or after
+        ``DRAIN_PING_TIMEOUT``) the second GOAWAY carries the exact last stream id,
+        the highest admitted so far, and every later stream is refused
+        (REFUSED_STREAM). A client sends one GOAWAY (last stream id 0). ``timeout``
+        counts from the first GOAWAY; when it runs out the streams still open are
+        ended with the connection (their handlers cancelled, ``"shutdown"``).
+
+        ``debug_data`` goes in the GOAWAYs (the keepalive task's ``max_idle`` and
+        ``max_age``); a drain already under way keeps its own, and a second caller
+        waits for the same drain (with its own ``timeout``).
 
         Checkpoint: always. On cancellation (or if loopy has not stopped in time): the
-        drain is cut short, not the close: loopy is told to close now (open streams
-        fail, the GOAWAY goes out), waited for under a shield for at most
-        ``FORCE_CLOSE_WAIT`` seconds, and the connection is failed if it is still
-        not over (``tests/test_cancellation.py``).
+        drain is cut short, not the close: the second GOAWAY is queued if it was not,
+        loopy is told to close now (open streams fail, the GOAWAY goes out), waited
+        for under a shield for at most ``FORCE_CLOSE_WAIT`` seconds, and the
+        connection is failed if it is still not over (``tests/test_cancellation.py``).
         """
         if timeout is None:
             timeout = self.config.graceful_close_timeout
         try:
-            if not self.closing and self.error is None:
-                self.closing = True
-                last = 0 if self.client_side else None
-                self._put(GoAway(ErrorCodes.NO_ERROR, last_stream_id=last, debug_data=debug_data))
-                self.check_idle()
             with trio.move_on_after(timeout):
+                if self.client_side:
+                    if not self.closing and self.error is None:
+                        self.closing = True
+                        self._put(
+                            GoAway(ErrorCodes.NO_ERROR, last_stream_id=0, debug_data=debug_data)
+                        )
+                        self.check_idle()
+                elif self.drain_ack is None and not self.closing and self.error is None:
+                    await self._drain_first_phase(debug_data)
                 await self._idle.wait()
             if self.error is None:
                 self._put(CloseConnection())
@@ -670,6 +722,38 @@ class ConnectionCore:
                     await self.done.wait()
                 if not self.done.is_set():
                     self.fail(ConnectionClosingError("the connection was closed"))
+
+    async def _drain_first_phase(self, debug_data: bytes) -> None:
+        """A server drain's first phase; ends by queueing the second GOAWAY, however
+        it ends (the ACK, ``DRAIN_PING_TIMEOUT``, or cancellation).
+
+        Checkpoint: always. On cancellation: the second GOAWAY is queued all the same.
+        """
+        ack = self.drain_ack = trio.Event()
+        try:
+            self._put(
+                GoAway(ErrorCodes.NO_ERROR, last_stream_id=MAX_STREAM_ID, debug_data=debug_data)
+            )
+            self._put(Ping(DRAIN_PING_DATA))
+            with trio.move_on_after(DRAIN_PING_TIMEOUT):
+                await ack.wait()
+        finally:
+            self._drain_second_phase(debug_data)
+
+    def _drain_second_phase(self, debug_data: bytes) -> None:
+        """Stop admitting streams and queue the GOAWAY with the exact last stream id.
+
+        Synchronous, so no request can be admitted between the id's reading and
+        ``closing``: the reader admits (or refuses) each stream h2 knows in the same
+        step as h2 learns of it, so ``highest_inbound_stream_id`` is the highest stream
+        a handler may see, and every stream above it is refused (REFUSED_STREAM).
+        """
+        if self.closing or self.error is not None:
+            return  # the client's GOAWAY, or an ending, got there first
+        self.closing = True
+        last = self.h2.highest_inbound_stream_id
+        self._put(GoAway(ErrorCodes.NO_ERROR, last_stream_id=last, debug_data=debug_data))
+        self.check_idle()
 
     @property
     def open_streams(self) -> int:

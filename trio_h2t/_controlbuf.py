@@ -275,6 +275,11 @@ class ControlBuffer:
             self._gate_lot.unpark_all()
 
     @property
+    def throttled(self) -> int:
+        """Throttled items queued and not yet taken (the gate's count)."""
+        return self._throttled
+
+    @property
     def finished(self) -> bool:
         """True once :meth:`finish` has been called."""
         return self._finished

@@ -7,7 +7,8 @@ the WINDOW_UPDATEs; this module only decides *when* credit goes back, following
 grpc-go's ``inFlow`` / ``trInFlow`` (reference §3):
 
 - The **connection** window is replenished on *receipt* (``ConnectionInFlow``), so a
-  slow stream can never starve the others of connection window.
+  slow stream can never starve the others of connection window (within the
+  inbound budget, below).
 - A **stream** window is replenished as the *application consumes* data
   (``StreamInFlow.on_read``), so an application that stops reading stops its peer
   after one window: memory per stream stays bounded by that window.
@@ -19,6 +20,17 @@ grpc-go's ``inFlow`` / ``trInFlow`` (reference §3):
 - When a stream ends, is reset or is cancelled, its unread bytes are released
   (``StreamInFlow.release``): nothing is owed to a finished stream, and the
   connection window already has them back.
+- **The inbound budget** (``TransportConfig.max_unread_bytes``): replenishing the
+  connection window on receipt alone would let a peer fill every stream window of
+  every stream the application does not read (100 streams of up to 16 MiB each).
+  So the connection window given back is capped: at any time the bytes buffered
+  (received on open streams, not yet read by the application) plus what the peer
+  may still send on the connection stay within the budget
+  (``ConnectionInFlow.grant``). h2 refuses a peer that overruns the window we
+  granted (FLOW_CONTROL_ERROR), so buffered body bytes never exceed the budget.
+  While the budget is not the bound (the usual case) the connection window is
+  replenished on receipt exactly as grpc-go's; when it is, the credit comes back
+  as the application reads or streams end (``grant`` is tried again there).
 
 Conservation (checked by the tests): for each stream,
 ``received == consumed_and_acked + pending_update + pending_data`` where
@@ -34,36 +46,83 @@ __all__ = ["BdpEstimator", "ConnectionInFlow", "StreamInFlow"]
 
 @final
 class ConnectionInFlow:
-    """Connection-level receive window, replenished on receipt. Owner: reader."""
+    """Connection-level receive window, replenished on receipt within the inbound
+    budget.
 
-    __slots__ = ("limit", "ratio", "received", "unacked")
+    Owner: the reader, but for ``buffered`` (shared: the streams' ``StreamInFlow``
+    change it, in whichever task reads or closes a stream) and the ``grant`` /
+    ``reset`` calls made after a read or a close frees some of it; every call is
+    synchronous, so no await separates a read of these fields from its write.
 
-    def __init__(self, limit: int, ratio: float) -> None:
+    Invariant (``budget`` >= ``limit`` at construction, and every increment
+    returned here is sent): ``buffered + (limit - unacked) <= budget``, where
+    ``limit - unacked`` is what the peer may still send on the connection.
+    """
+
+    __slots__ = ("budget", "buffered", "limit", "ratio", "received", "unacked")
+
+    def __init__(self, limit: int, ratio: float, budget: int | None = None) -> None:
+        if budget is not None and budget < limit:
+            raise ValueError(f"budget {budget} is below the window {limit}")
         self.limit = limit  # the window we have granted the peer
         self.ratio = ratio
         self.unacked = 0  # received, not yet returned with a WINDOW_UPDATE
         self.received = 0  # total, for statistics and conservation checks
+        #: Bytes received on open streams and not yet read (``StreamInFlow``).
+        self.buffered = 0
+        #: The most ``buffered`` plus the peer's window may reach (immutable after init).
+        self.budget = budget if budget is not None else 2**62
 
     def on_data(self, n: int) -> int:
-        """Account ``n`` received bytes; return the increment to send now, or 0."""
+        """Account ``n`` received bytes; return the increment to send now, or 0.
+
+        The stream's ``StreamInFlow.on_data`` must come first, so ``buffered``
+        already holds them."""
         self.received += n
-        self.unacked += n
-        if self.unacked >= self.limit * self.ratio:
-            inc, self.unacked = self.unacked, 0
+        unacked = self.unacked + n
+        self.unacked = unacked
+        # Necessary for ``grant`` to return anything (its threshold is never lower):
+        # one comparison per DATA frame while the window is not due.
+        if unacked >= self.limit * self.ratio:
+            return self.grant()
+        return 0
+
+    def grant(self) -> int:
+        """The increment to send now (0 if none is due): what brings the peer's window
+        back to ``limit``, or as near as the budget allows, once it is at least
+        ``ratio`` of that target (so updates stay coalesced)."""
+        limit = self.limit
+        target = self.budget - self.buffered
+        if target > limit:
+            target = limit
+        inc = target - limit + self.unacked
+        if inc > 0 and inc >= target * self.ratio:
+            self.unacked -= inc
             return inc
         return 0
 
     def reset(self) -> int:
-        """Return (and forget) everything unacked: sent just before a BDP ping."""
-        inc, self.unacked = self.unacked, 0
-        return inc
+        """Return everything unacked the budget allows, whatever the threshold: sent
+        just before a BDP ping."""
+        limit = self.limit
+        target = self.budget - self.buffered
+        if target > limit:
+            target = limit
+        inc = target - limit + self.unacked
+        if inc > 0:
+            self.unacked -= inc
+            return inc
+        return 0
 
     def new_limit(self, n: int) -> int:
-        """Grow the window to ``n``; return the increment to advertise (or 0)."""
+        """Grow the window to ``n``; return the increment to advertise (or 0). The
+        growth is capped by the budget like any grant (the rest comes later)."""
         if n <= self.limit:
             return 0
-        inc, self.limit = n - self.limit, n
-        return inc
+        window = self.limit - self.unacked
+        self.limit = n
+        self.unacked = n - window
+        return self.reset()
 
 
 @final
@@ -75,9 +134,21 @@ class StreamInFlow:
     separates read and write.
     """
 
-    __slots__ = ("acked", "delta", "limit", "pending_data", "pending_update", "ratio", "received")
+    __slots__ = (
+        "acked",
+        "conn",
+        "delta",
+        "limit",
+        "pending_data",
+        "pending_update",
+        "ratio",
+        "received",
+    )
 
-    def __init__(self, limit: int, ratio: float) -> None:
+    def __init__(self, limit: int, ratio: float, conn: ConnectionInFlow | None = None) -> None:
+        #: The connection's window, whose ``buffered`` holds this stream's
+        #: ``pending_data`` too (immutable after init; None: counted nowhere else).
+        self.conn = conn
         self.limit = limit  # window granted by SETTINGS (or BDP growth)
         self.ratio = ratio
         self.pending_data = 0  # received, not yet read by the application
@@ -90,12 +161,18 @@ class StreamInFlow:
         """Account ``n`` flow-controlled bytes received (h2 already checked the window)."""
         self.received += n
         self.pending_data += n
+        conn = self.conn
+        if conn is not None:
+            conn.buffered += n
 
     def on_read(self, n: int) -> int:
         """The application consumed ``n`` bytes; return the increment to send, or 0."""
         if n > self.pending_data:
             raise ValueError(f"read {n} bytes but only {self.pending_data} are buffered")
         self.pending_data -= n
+        conn = self.conn
+        if conn is not None:
+            conn.buffered -= n
         if self.delta:
             paid = min(self.delta, n)
             self.delta -= paid
@@ -122,6 +199,9 @@ class StreamInFlow:
 
     def release(self) -> None:
         """The stream is over: forget what is buffered and owed (it is never acked)."""
+        conn = self.conn
+        if conn is not None:
+            conn.buffered -= self.pending_data
         self.pending_data = 0
         self.pending_update = 0
         self.delta = 0

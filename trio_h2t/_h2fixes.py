@@ -86,9 +86,9 @@ from h2.stream import StreamClosedBy, StreamInputs, StreamState
 from h2.utilities import is_informational_response
 from hpack.exceptions import HPACKError
 from hyperframe.exceptions import InvalidPaddingError
-from hyperframe.frame import DataFrame, GoAwayFrame, RstStreamFrame, SettingsFrame
+from hyperframe.frame import DataFrame, GoAwayFrame, PriorityFrame, RstStreamFrame, SettingsFrame
 
-from ._hpack import HeaderListTooLarge, ReadOnDecoder
+from ._hpack import READ_ON_FACTOR, HeaderListTooLarge, ReadOnDecoder
 
 __all__ = [
     "HEADER_LIST_TOO_LARGE_RESPONSE",
@@ -97,6 +97,7 @@ __all__ = [
     "FixedFrameBuffer",
     "FixedStream",
     "GoAwayReceived",
+    "PriorityFrameReceived",
     "goaway_frame",
 ]
 
@@ -128,8 +129,24 @@ def goaway_frame(last_stream_id: int, error_code: int, debug_data: bytes = b"") 
 #: What h2's ``H2Connection._receive_headers_frame`` catches from hpack as a decoding failure.
 _HPACK_FAILURES = (HPACKError, IndexError, TypeError, UnicodeDecodeError)
 
+_HEADERS = 0x1
 _SETTINGS = 0x4
+_PUSH_PROMISE = 0x5
 _WINDOW_UPDATE = 0x8
+_CONTINUATION = 0x9
+_END_HEADERS = 0x4
+
+
+class PriorityFrameReceived(h2.events.Event):
+    """The peer sent a PRIORITY frame (h2 reports it as ``PriorityUpdated``, as it does
+    the priority fields of a HEADERS frame; this one is the frame alone, which does
+    nothing for us, so the reader counts it against the flood budget)."""
+
+    def __init__(self, stream_id: int) -> None:
+        self.stream_id = stream_id
+
+    def __repr__(self) -> str:
+        return f"<PriorityFrameReceived stream_id:{self.stream_id}>"
 
 
 class FixedFrameBuffer(FrameBuffer):
@@ -149,11 +166,39 @@ class FixedFrameBuffer(FrameBuffer):
       header (type 0x4, stream 0, no ACK); anything else (an HTTP/1.1 response, an
       SSH banner) is refused from its first 9 bytes, quoting them, instead of
       waiting for a "frame" of millions of bytes that never completes.
+    - §10.5.1 (the CONTINUATION flood): h2 buffers a header block's fragments until
+      END_HEADERS, up to 64 frames (its ``CONTINUATION_BACKLOG``, which stays), each
+      up to our SETTINGS_MAX_FRAME_SIZE (1 MiB): 64 MiB before HPACK sees a byte.
+      A block whose fragments so far add up to more than ``max_header_block``
+      bytes is refused while it is still arriving (``DenialOfServiceError``:
+      GOAWAY(ENHANCE_YOUR_CALM)). ``make_h2_state`` sets it to
+      ``_hpack.READ_ON_FACTOR`` times our SETTINGS_MAX_HEADER_LIST_SIZE: an
+      encoder never needs more bytes than the list's size counts (each field
+      counts 32 bytes more than its name and value; HPACK spends at most a few on
+      it), so such a block decodes to a list past the size whose decoding
+      ``_hpack.ReadOnDecoder`` stops as a connection error anyway.
     """
 
     def __init__(self, server: bool = False) -> None:
         super().__init__(server=server)
         self._first_checked = server  # owner: reader: the server's preface was checked
+        #: The most bytes of one header block buffered before END_HEADERS (owner:
+        #: reader; set by ``make_h2_state``).
+        self.max_header_block = READ_ON_FACTOR * 65_536
+        # owner: reader: bytes of the block in h2's _headers_buffer so far.
+        self._block_size = 0
+
+    def _count_block(self, kind: int, length: int, end: int) -> None:
+        # The header block still arriving (docstring): its size so far, from the
+        # frame headers (padding and priority fields included: a slight overcount).
+        size = length if kind != _CONTINUATION else self._block_size + length
+        if size > self.max_header_block:
+            raise DenialOfServiceError(
+                f"a header block of more than {self.max_header_block} bytes"
+                f" ({READ_ON_FACTOR} times our SETTINGS_MAX_HEADER_LIST_SIZE)"
+                " before END_HEADERS"
+            )
+        self._block_size = 0 if end else size
 
     def __next__(self) -> Any:
         data = self._data
@@ -171,7 +216,12 @@ class FixedFrameBuffer(FrameBuffer):
                     f"frame of {length} bytes, over our SETTINGS_MAX_FRAME_SIZE "
                     f"{self.max_frame_size}"
                 )
-            if kind == _WINDOW_UPDATE and length == 4 and len(data) >= 13:
+            if kind == _CONTINUATION or (
+                kind in (_HEADERS, _PUSH_PROMISE) and not data[4] & _END_HEADERS
+            ):
+                if len(data) >= 9 + length:  # complete: h2 is about to take it
+                    self._count_block(kind, length, data[4] & _END_HEADERS)
+            elif kind == _WINDOW_UPDATE and length == 4 and len(data) >= 13:
                 data[9] &= 0x7F
             elif kind == _SETTINGS and data[4] & 0x1 and length:
                 raise FrameDataMissingError("SETTINGS with ACK must have no payload")
@@ -580,6 +630,19 @@ class FixedConnection(h2.connection.H2Connection):
                 raise  # the decoder stopped mid-block: its table is out of step
             return self._header_list_too_large(frame)
         return result
+
+    def _receive_priority_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
+        # h2's, which also reads the priority fields of a HEADERS frame: a PRIORITY
+        # frame's PriorityUpdated becomes PriorityFrameReceived, for the flood count.
+        frames, events = super()._receive_priority_frame(frame)
+        if type(frame) is PriorityFrame:
+            events = [
+                PriorityFrameReceived(frame.stream_id)
+                if isinstance(ev, h2.events.PriorityUpdated)
+                else ev
+                for ev in events
+            ]
+        return frames, events
 
     def _header_list_too_large(self, frame: Any) -> tuple[list[Any], list[Any]]:
         """The block on ``frame.stream_id`` was decoded whole (the dynamic table is in

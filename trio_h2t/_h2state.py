@@ -29,15 +29,19 @@ from ._h2fixes import (
     HEADER_LIST_TOO_LARGE_RESPONSE,
     MAX_INFORMATIONAL,
     FixedConnection,
+    FixedFrameBuffer,
     GoAwayReceived,
+    PriorityFrameReceived,
     goaway_frame,
 )
+from ._hpack import READ_ON_FACTOR
 
 __all__ = [
     "HEADER_LIST_TOO_LARGE_RESPONSE",
     "MAX_INFORMATIONAL",
     "GoAwayReceived",
     "H2State",
+    "PriorityFrameReceived",
     "goaway_frame",
     "make_h2_state",
 ]
@@ -101,4 +105,7 @@ def make_h2_state(
     # start (a peer may use it only after its ACK of our SETTINGS, RFC 9113 §6.5.3).
     state.max_inbound_frame_size = max_frame_size
     state.decoder.max_header_list_size = max_header_list_size
+    buffer = state.incoming_buffer
+    assert isinstance(buffer, FixedFrameBuffer)  # FixedConnection's
+    buffer.max_header_block = READ_ON_FACTOR * max_header_list_size
     return state

@@ -192,7 +192,9 @@ class Loopy:
         self._waiting: dict[H2Stream, None] = {}
         # Invariant: a stream is in _conn_waiting iff its _out.state is
         # OUT_CONN_WAITING (its next DATA needs the exhausted connection window).
-        self._conn_waiting: deque[H2Stream] = deque()
+        # A list, not a deque: only appended, removed and emptied whole, and an
+        # empty list costs 56 bytes where a deque costs 760 (idle connections).
+        self._conn_waiting: list[H2Stream] = []
         # Bytes framed outside h2 (GOAWAY), in order with h2's own buffer.
         self._chunks: list[bytes] = []
         self._frames = 0

@@ -37,9 +37,12 @@ import math
 from typing import Final, final
 
 __all__ = [
+    "DRAIN_PING_DATA",
+    "DRAIN_PING_TIMEOUT",
     "KEEPALIVE_PING_DATA",
     "MAX_PING_STRIKES",
     "NO_STREAM_PING_INTERVAL",
+    "MAX_STREAM_ID",
     "TOO_MANY_PINGS",
     "KeepaliveAction",
     "KeepaliveTimer",
@@ -50,6 +53,16 @@ __all__ = [
 #: The payload of our keepalive PINGs (grpc-go sends 8 zero bytes too); the BDP probe
 #: (``_flow.BDP_PING_DATA``) has its own.
 KEEPALIVE_PING_DATA: Final = bytes(8)
+#: The payload of the PING that follows a drain's first GOAWAY (grpc-go's
+#: ``goAwayPing``): its ACK says the client has read that GOAWAY, so every stream it
+#: started before is already known to us (reference §5.1).
+DRAIN_PING_DATA: Final = bytes((1, 6, 1, 8, 0, 3, 3, 9))
+#: Seconds a drain waits for that ACK before it sends the second GOAWAY anyway
+#: (grpc-go's 5 s timer in ``outgoingGoAwayHandler``).
+DRAIN_PING_TIMEOUT: Final = 5.0
+#: The last stream id of a drain's first GOAWAY: the highest a stream id can be
+#: (RFC 9113 §5.1.1), so it refuses nothing (grpc-go writes MaxUint32, masked to it).
+MAX_STREAM_ID: Final = 2**31 - 1
 #: grpc-go's ``maxPingStrikes``: the third violation (strikes > 2) ends the connection.
 MAX_PING_STRIKES: Final = 2
 #: grpc-go's ``defaultPingTimeout``: without streams (and without permission), a client

@@ -65,7 +65,7 @@ from ._exceptions import (
     StreamResetError,
 )
 from ._flow import BDP_PING_DATA
-from ._h2state import GoAwayReceived
+from ._h2state import GoAwayReceived, PriorityFrameReceived
 from ._items import (
     CloseConnection,
     ControlItem,
@@ -76,7 +76,7 @@ from ._items import (
     WindowOpened,
     WindowUpdate,
 )
-from ._pings import TOO_MANY_PINGS, PingEnforcer
+from ._pings import DRAIN_PING_DATA, TOO_MANY_PINGS, PingEnforcer
 from ._ratelimit import TokenBucket
 
 __all__ = ["Admit", "Reader"]
@@ -87,6 +87,13 @@ Admit = Callable[[h2.events.RequestReceived], bool]
 
 log = logging.getLogger("trio_h2t")
 
+#: A WINDOW_UPDATE opening less than this many bytes counts against the flood
+#: budget (``Reader._flood``): a peer that opens its window a byte at a time makes
+#: us send DATA frames that small (the "data dribble", CVE-2019-9511). Peers
+#: coalesce their updates (grpc-go and h2 at a quarter or half of a window, Go's
+#: x/net at 4 KiB at least), so a real one sends few this small.
+SMALL_WINDOW_UPDATE = 1024
+
 
 class _OverBudget(Exception):
     """The peer went over a budget; the connection is ending: stop reading."""
@@ -96,34 +103,50 @@ class _PeerClosed(Exception):
     """The transport reached EOF."""
 
 
+#: A read shorter than this drops the connection's read buffer: the next read
+#: waits for the socket to be readable without one, so an idle connection holds no
+#: ``read_buffer_size`` (64 KiB) buffer, most of what it used to cost.
+SMALL_READ = 1024
+
+
 def _buffer_reader(
     transport: trio.abc.ReceiveStream, size: int
 ) -> Callable[[], Awaitable[bytes | bytearray | memoryview]]:
     """A read function for the reader task.
 
-    On a ``trio.SocketStream`` it reads into one reused buffer of ``size`` bytes
+    On a ``trio.SocketStream`` it reads into a reused buffer of ``size`` bytes
     (``recv_into``) and returns a view of it, valid until the next read: h2 copies
     what it is given into its own frame buffer at once, so nothing keeps the view.
-    Any other stream is read with ``receive_some(size)``. Errors follow
-    ``trio.abc.ReceiveStream``: BrokenResourceError for the network,
-    ClosedResourceError if the stream was closed.
+    After a read shorter than ``SMALL_READ`` the buffer is dropped, and the next read
+    first waits for the socket to be readable, then allocates it again: a
+    connection holds the buffer only while traffic needs it (a read is never split
+    in two by a smaller buffer). Any other stream is read with
+    ``receive_some(size)``. Errors follow ``trio.abc.ReceiveStream``:
+    BrokenResourceError for the network, ClosedResourceError if the stream was
+    closed.
     """
     if not isinstance(transport, trio.SocketStream):
         return functools.partial(transport.receive_some, size)
     sock = transport.socket
-    buffer = bytearray(size)
-    view = memoryview(buffer)
+    buffer: bytearray | None = None  # None: quiet, no buffer held
 
     async def read() -> memoryview:
+        nonlocal buffer
         try:
-            n = await sock.recv_into(buffer)
+            current = buffer
+            if current is None:
+                await trio.lowlevel.wait_readable(sock)
+                current = buffer = bytearray(size)
+            n = await sock.recv_into(current)
         except trio.ClosedResourceError:
             raise
         except OSError as exc:
             if sock.fileno() == -1:
                 raise trio.ClosedResourceError("the socket was closed") from exc
             raise trio.BrokenResourceError(f"socket read failed: {exc}") from exc
-        return view[:n]
+        if n < SMALL_READ:
+            buffer = None  # quiet again: the view below keeps it until the next read
+        return memoryview(current)[:n]
 
     return read
 
@@ -148,6 +171,11 @@ class Reader:
             None
             if core.client_side
             else TokenBucket(core.config.reset_burst, core.config.reset_rate, trio.current_time())
+        )
+        # owner: reader: the peer's budget of frames that make us work for nothing
+        # (TransportConfig.flood_burst, flood_rate; _flood).
+        self._floods = TokenBucket(
+            core.config.flood_burst, core.config.flood_rate, trio.current_time()
         )
         # owner: reader: the server's policy on client PINGs (None on a client,
         # which only acks the server's pings, as grpc-go's does).
@@ -277,6 +305,13 @@ class Reader:
             match ev:
                 case DataReceived():
                     n = ev.flow_controlled_length
+                    stream = streams.get(ev.stream_id)
+                    if stream is not None:
+                        # First: the bytes count against the inbound budget before
+                        # the connection window is given back (_flow.py).
+                        stream._on_data(ev.data, n)
+                    if not n and ev.stream_ended is None:
+                        self._flood("empty_data")  # RFC 9113 allows it; costs us a frame
                     inc = self._in_flow.on_data(n)
                     if inc:
                         self._put(WindowUpdate(None, inc))
@@ -286,9 +321,6 @@ class Reader:
                         if flushed:
                             self._put(WindowUpdate(None, flushed))
                         self._put(Ping(BDP_PING_DATA))
-                    stream = streams.get(ev.stream_id)
-                    if stream is not None:
-                        stream._on_data(ev.data, n)
                 case StreamEnded():
                     stream = streams.get(ev.stream_id)
                     if stream is not None:
@@ -298,7 +330,9 @@ class Reader:
                         if stream._out.done:
                             core.stream_closed(stream)
                 case RequestReceived():
-                    announced |= self._on_request(ev)
+                    if self._on_request(ev):  # refused: RST_STREAM(REFUSED_STREAM)
+                        announced = True
+                        self._flood("refused_streams")
                 case ResponseReceived():
                     stream = streams.get(ev.stream_id)
                     if stream is not None:
@@ -308,19 +342,30 @@ class Reader:
                     if stream is not None:
                         stream._on_trailers(list(ev.headers))
                 case WindowUpdated():
+                    if ev.delta is not None and ev.delta < SMALL_WINDOW_UPDATE:
+                        self._flood("window_updates")
                     self._window_opened(ev.stream_id)
                 case PingReceived():
                     self._put(PeerResponse("ping-ack"))  # the ACK first, as grpc-go
                     announced = True
+                    if self._cbuf.throttled > 1:
+                        # An earlier answer is still unwritten: PINGs faster than
+                        # loopy answers them (nghttp2 counts such queued ACKs, its
+                        # max_outbound_ack). A BDP probe, one per round trip, finds
+                        # the previous ACK long written.
+                        self._flood("pings")
                     if self._enforcer is not None:
                         self._police_ping()
                 case PingAckReceived():
                     if ev.ping_data == BDP_PING_DATA and self._bdp is not None:
                         self._on_bdp_ack()
+                    elif ev.ping_data == DRAIN_PING_DATA:
+                        core.on_drain_ping_ack()
                 case StreamReset():
                     if not ev.remote_reset:
                         self._put(PeerResponse("rst"))  # h2 answered with RST_STREAM
                         announced = True
+                        self._flood("stream_errors")
                     self._on_stream_reset(ev)
                 case InformationalResponseReceived():
                     # A 1xx (client side): kept apart from the final response; h2
@@ -331,15 +376,34 @@ class Reader:
                 case RemoteSettingsChanged():
                     self._put(PeerResponse("settings-ack"))
                     announced = True
+                    self._flood("settings")
                     self._on_settings(ev)
                 case SettingsAcknowledged():
                     core.settings_acked = True
                 case GoAwayReceived():
                     self._on_goaway(ev)
+                case PriorityFrameReceived():
+                    self._flood("priority")  # RFC 9113 §5.3.2 deprecates it; we ignore it
                 case _:
                     pass  # Others (PriorityUpdated, UnknownFrameReceived, ...) need
                     # nothing from us.
         return announced
+
+    def _flood(self, kind: str) -> None:
+        """The peer sent a frame that makes us work for nothing (``kind``: what, in
+        the GOAWAY's debug data ``too_many_<kind>``): take a token from its flood
+        budget; once it is empty, queue GOAWAY(ENHANCE_YOUR_CALM) and CloseConnection,
+        fail the connection and stop reading (raises ``_OverBudget``)."""
+        if self._floods.take(trio.current_time()):
+            return
+        config = self._core.config
+        self._core.enhance_your_calm(
+            f"too_many_{kind}".encode(),
+            f"the peer sent {kind.replace('_', ' ')} faster than flood_rate="
+            f"{config.flood_rate:g}/s after a burst of flood_burst={config.flood_burst}"
+            " (frames that do nothing for the application: docs/security.md)",
+        )
+        raise _OverBudget
 
     def _police_ping(self) -> None:
         """Server: apply the ping policy to a client PING; past the third strike,

@@ -42,7 +42,7 @@ from ._keepalive import run_server_keepalive, server_keepalive_enabled
 from ._messages import TLSInfo
 from ._reader import Reader
 from ._sniff import sniff_preface
-from ._statistics import ConnectionStatistics
+from ._statistics import ConnectionStatistics, ServerStatistics
 from ._stream import H2Stream, HeaderList
 from ._util import (
     ALPN_H2,
@@ -56,6 +56,7 @@ from ._util import (
     require_trio,
     unwrap_single,
 )
+from ._workers import open_reuse_port_listeners
 
 __all__ = [
     "H2Server",
@@ -174,7 +175,8 @@ class _Admission:
         # shared: the reader appends (admit), handler tasks pop (_start_waiting, as
         # they end); each synchronously. Streams admitted while the handlers were at
         # their limit, in order.
-        self._waiting: collections.deque[H2Stream] = collections.deque()
+        # Created on first use: an idle connection does without it (760 bytes).
+        self._waiting: collections.deque[H2Stream] | None = None
 
     def _inbound_stream_limit(self) -> int:
         # RFC 9113 §6.5.3: a peer may open streams before it has seen our SETTINGS,
@@ -212,6 +214,8 @@ class _Admission:
         core.streams_opened += 1
         core._open_inbound += 1
         if core.handlers_running >= limit:
+            if self._waiting is None:
+                self._waiting = collections.deque()
             self._waiting.append(stream)  # its handler starts when one ends
             return False
         core.handlers_running += 1
@@ -223,6 +227,7 @@ class _Admission:
         up to the limit. Called by the ending handler's task; synchronous."""
         core = self._core
         waiting = self._waiting
+        assert waiting is not None  # run_handler calls it only when there are some
         limit = self._inbound_stream_limit()
         while waiting and core.handlers_running < limit:
             stream = waiting.popleft()
@@ -391,8 +396,10 @@ class ServerConnection(metaclass=NoPublicConstructor):
         return self._core.statistics()
 
     async def aclose(self, *, grace: float | None = None) -> None:
-        """Close gracefully: send GOAWAY (the client opens no new streams here),
-        let the streams in progress finish for up to ``grace`` seconds (default
+        """Close gracefully: drain in two phases (GOAWAY with 2^31-1 and a PING,
+        then, on its ACK, GOAWAY with the exact last stream id; the client opens no
+        new streams here; docs/keepalive-and-shutdown.md, "The drain"), let the
+        streams accepted finish for up to ``grace`` seconds from the first GOAWAY (default
         ``config.graceful_close_timeout``), then cancel the handlers still running
         (``cancel_reason.kind == "shutdown"``) and end the connection;
         ``serve_connection`` then returns. Returns once the connection is over.
@@ -607,7 +614,24 @@ class H2Server(metaclass=NoPublicConstructor):
             (p for p in map(_tcp_port, self.listeners) if p is not None), None
         )
         self._connections: set[ConnectionCore] = set()  # owner: the connection tasks (_serve)
-        self._stopping = False  # owner: aclose (set once; read by the accept loops)
+        # owner: aclose, _stop_now, or serve_listeners when its nursery fails (set
+        # once; read by the accept loops and by the drain on cancellation).
+        self._stopping = False
+        # shared: set once, by serve_listeners' serving task when it has ended.
+        self._finished = trio.Event()
+        # shared: +1 by an accept loop for each connection it keeps, -1 when that
+        # connection's task ends (``TransportConfig.max_connections``).
+        self._open = 0
+        self._accepted = 0  # owner: the accept loops (one task at a time, no await)
+        self._refused = 0  # owner: the accept loops (as _accepted)
+
+    def statistics(self) -> ServerStatistics:
+        """A snapshot of the server's connection counters (``ServerStatistics``)."""
+        return ServerStatistics(
+            connections_open=self._open,
+            connections_accepted=self._accepted,
+            connections_refused=self._refused,
+        )
 
     @property
     def port(self) -> int:
@@ -621,7 +645,8 @@ class H2Server(metaclass=NoPublicConstructor):
         return self._port
 
     async def aclose(self, *, grace: float | None = None) -> None:
-        """Stop accepting, GOAWAY every connection, let streams finish (up to
+        """Stop accepting, drain every connection (the two GOAWAYs, as
+        :meth:`ServerConnection.aclose`), let the accepted streams finish (up to
         ``grace`` seconds, default the config's), then cancel what is left.
 
         Checkpoint: always. On cancellation: the drain stops at once and the server is
@@ -636,6 +661,17 @@ class H2Server(metaclass=NoPublicConstructor):
                     nursery.start_soon(functools.partial(core.graceful_close, timeout=grace))
         finally:
             self._nursery.cancel_scope.cancel()
+
+    def _stop_now(self) -> None:
+        """Stop without a drain: every connection is cancelled (``open_server`` left
+        with an exception). Synchronous."""
+        self._stopping = True
+        self._nursery.cancel_scope.cancel()
+
+
+#: Seconds a drain on cancellation may take beyond ``graceful_close_timeout``: the
+#: graceful close's bounded final waits (loopy's last write, ``FORCE_CLOSE_WAIT``).
+CANCEL_DRAIN_SLACK = 2.0
 
 
 async def serve_listeners(
@@ -661,8 +697,12 @@ async def serve_listeners(
     The listeners are closed when this returns, whatever the reason (stopped,
     cancelled, or crashed).
 
-    Checkpoint: always. On cancellation: all connections are closed at once and the
-    listeners closed.
+    Checkpoint: always. On cancellation: the server drains, as ``H2Server.aclose``
+    does (the listeners closed first; each connection gets the two GOAWAYs, and its
+    accepted streams may finish), in a shielded scope bounded by
+    ``config.graceful_close_timeout`` plus ``CANCEL_DRAIN_SLACK`` seconds; then every
+    connection left is cancelled and ``Cancelled`` propagates
+    (docs/keepalive-and-shutdown.md, "The drain").
 
     Raises:
         TypeError: ``handler`` is not callable, ``listeners`` not a sequence of
@@ -678,49 +718,101 @@ async def serve_listeners(
     _check_listeners(listeners)
     config = resolve_config(config)
     try:
-        async with trio.open_nursery() as nursery:
-            server = H2Server._create(listeners, nursery)
-
-            async def one(stream: trio.abc.Stream) -> None:
-                try:
-                    if server._stopping:
-                        return
-                    if isinstance(stream, trio.SSLStream) and not await _tls_ok(stream, config):
-                        return
-                    await _serve(
-                        stream, handler, config, server._connections, trio.TASK_STATUS_IGNORED
-                    )
-                except Exception as exc:
-                    # _serve is the connection's own boundary and never raises; this
-                    # covers what runs before it (the TLS handshake): one accepted
-                    # connection never ends the server.
-                    log.error(
-                        "taking on an accepted connection raised %s; closing it",
-                        type(exc).__name__,
-                        exc_info=exc,
-                        extra={"h2t_fault": True},
-                    )
-                finally:
-                    await trio.aclose_forcefully(stream)
-
-            async def accept_loop(listener: trio.abc.Listener[Any]) -> None:
-                while True:
-                    try:
-                        stream = await listener.accept()
-                    except trio.ClosedResourceError:
-                        return
-                    except OSError as exc:  # e.g. EMFILE: back off, keep serving
-                        log.warning("accept failed: %r", exc)
-                        await trio.sleep(0.1)
-                        continue
-                    nursery.start_soon(one, stream)
-
-            for listener in listeners:
-                nursery.start_soon(accept_loop, listener)
+        async with unwrap_single(), trio.open_nursery() as guard:
+            server: H2Server = await guard.start(
+                functools.partial(_serve_shielded, handler, listeners, config)
+            )
             task_status.started(server)
+            try:
+                await server._finished.wait()
+            except trio.Cancelled:
+                # The caller cancelled us: the connections, shielded from it, drain
+                # first (bounded); then Cancelled goes on.
+                if not server._stopping:
+                    with trio.CancelScope(shield=True) as drain:
+                        drain.deadline = (
+                            trio.current_time() + config.graceful_close_timeout + CANCEL_DRAIN_SLACK
+                        )
+                        await server.aclose()
+                server._stop_now()
+                raise
     finally:
         for listener in listeners:
             await trio.aclose_forcefully(listener)
+
+
+async def _serve_shielded(
+    handler: Handler,
+    listeners: Sequence[trio.abc.Listener[Any]],
+    config: TransportConfig,
+    task_status: trio.TaskStatus[H2Server],
+) -> None:
+    """``serve_listeners``' serving task: accept loops and connections, in a nursery
+    shielded from the caller's cancellation (``serve_listeners`` turns that into a
+    drain); reports the H2Server. Ends when the server is stopped (its nursery
+    cancelled) or an accept loop raises. Checkpoint: always."""
+    server: H2Server | None = None
+    with trio.CancelScope(shield=True):
+        try:
+            async with trio.open_nursery() as nursery:
+                server = H2Server._create(listeners, nursery)
+
+                async def one(stream: trio.abc.Stream) -> None:
+                    # The accept loop counted this connection in server._open.
+                    assert server is not None
+                    try:
+                        if server._stopping:
+                            return
+                        if isinstance(stream, trio.SSLStream) and not await _tls_ok(stream, config):
+                            return
+                        await _serve(
+                            stream, handler, config, server._connections, trio.TASK_STATUS_IGNORED
+                        )
+                    except Exception as exc:
+                        # _serve is the connection's own boundary and never raises; this
+                        # covers what runs before it (the TLS handshake): one accepted
+                        # connection never ends the server.
+                        log.error(
+                            "taking on an accepted connection raised %s; closing it",
+                            type(exc).__name__,
+                            exc_info=exc,
+                            extra={"h2t_fault": True},
+                        )
+                    finally:
+                        server._open -= 1
+                        await trio.aclose_forcefully(stream)
+
+                cap = config.max_connections
+
+                async def accept_loop(listener: trio.abc.Listener[Any]) -> None:
+                    assert server is not None
+                    while True:
+                        try:
+                            stream = await listener.accept()
+                        except trio.ClosedResourceError:
+                            return
+                        except OSError as exc:  # e.g. EMFILE: back off, keep serving
+                            log.warning("accept failed: %r", exc)
+                            await trio.sleep(0.1)
+                            continue
+                        server._accepted += 1
+                        if cap is not None and server._open >= cap:
+                            # Over the cap: close at once (a TCP RST or FIN, no
+                            # preface); the client sees the connection closed and may
+                            # retry.
+                            server._refused += 1
+                            await trio.aclose_forcefully(stream)
+                            continue
+                        server._open += 1
+                        nursery.start_soon(one, stream)
+
+                for listener in listeners:
+                    nursery.start_soon(accept_loop, listener)
+                task_status.started(server)
+        finally:
+            if server is not None:
+                server._stopping = True
+                server._finished.set()
 
 
 #: Seconds the TLS alert to a client that does not speak TLS may take to write.
@@ -769,10 +861,17 @@ async def serve_tcp(
     host: str | None = None,
     ssl_context: ssl.SSLContext | None = None,
     config: TransportConfig | None = None,
+    reuse_port: bool = False,
     task_status: trio.TaskStatus[H2Server] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve HTTP/2 on TCP ``port`` (0 picks a free one): h2c (prior knowledge), or
     HTTP/2 over TLS when ``ssl_context`` is given.
+
+    With ``reuse_port``, the listening sockets are bound with ``SO_REUSEPORT``, so
+    several processes (each with its own Trio run) can serve the same port and the
+    kernel spreads new connections over them; ``trio-h2t serve --workers N`` runs
+    such workers under a supervisor (docs/keepalive-and-shutdown.md, "More than one
+    core").
 
     With ``ssl_context``, this calls ``ssl_context.set_alpn_protocols(["h2"])`` on
     the context you pass (an ``SSLContext`` cannot be copied), and clients that do
@@ -785,8 +884,8 @@ async def serve_tcp(
     it returns. Nothing that happens on one connection raises here (see
     :func:`serve_listeners`).
 
-    Checkpoint: always. On cancellation: all connections are closed at once and the
-    listening sockets closed.
+    Checkpoint: always. On cancellation: the server drains, bounded, then stops (as
+    :func:`serve_listeners` says); the listening sockets are closed.
 
     Raises:
         TypeError: before anything is bound: ``handler`` is not callable, ``port`` not
@@ -796,11 +895,19 @@ async def serve_tcp(
             is empty, or ``ssl_context`` is a client-side context
             (``PROTOCOL_TLS_CLIENT``, what ``ssl.create_default_context()`` makes; a
             server needs ``ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)``).
-        OSError: binding ``port`` failed.
+        OSError: binding ``port`` failed; with ``reuse_port``, also before anything is
+            bound where the platform has no ``SO_REUSEPORT`` (errno ENOPROTOOPT, the
+            message says so).
     """
     require_trio("trio_h2t.serve_tcp")
     config = _check_tcp_server(handler, port, host, ssl_context, config)
-    tcp_listeners = await trio.open_tcp_listeners(port, host=host)
+    if not isinstance(reuse_port, bool):
+        raise TypeError(f"reuse_port must be a bool, not {type(reuse_port).__name__}")
+    tcp_listeners = (
+        await open_reuse_port_listeners(port, host=host)
+        if reuse_port
+        else await trio.open_tcp_listeners(port, host=host)
+    )
     listeners: list[trio.abc.Listener[Any]] = list(tcp_listeners)
     if ssl_context is not None:
         ssl_context.set_alpn_protocols([ALPN_H2])
@@ -844,6 +951,7 @@ async def open_server(
         try:
             yield server
         except BaseException:
+            server._stop_now()  # at once: no drain
             nursery.cancel_scope.cancel()
             raise
         await server.aclose()

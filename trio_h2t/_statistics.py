@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import final
 
-__all__ = ["ConnectionStatistics", "LoopyStatistics"]
+__all__ = ["ConnectionStatistics", "LoopyStatistics", "ServerStatistics"]
 
 
 @final
@@ -83,3 +83,17 @@ class ConnectionStatistics:
     stream_receive_window: int
     #: The writer task's counters.
     loopy: LoopyStatistics
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ServerStatistics:
+    """Counters of one running server (a snapshot; ``H2Server.statistics()``)."""
+
+    #: Connections accepted and not yet ended (TLS handshakes included).
+    connections_open: int
+    #: Connections accepted since the server started, refused ones included.
+    connections_accepted: int
+    #: Connections closed at once because ``TransportConfig.max_connections`` were
+    #: already open.
+    connections_refused: int

@@ -47,6 +47,23 @@ HeaderList = list[tuple[bytes, bytes]]
 
 
 def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> HeaderList:
+    # A list or tuple of tuples of bytes (what the gRPC layer and most callers pass)
+    # is copied whole after a test of its field types: 8,100 instructions for a
+    # 7-field gRPC request block instead of 11,900 (callgrind), most of the
+    # difference the ABC isinstance test below, which a list or tuple (neither a
+    # Mapping nor str/bytes) can skip.
+    kind_of = type(headers)
+    if kind_of is list or kind_of is tuple:
+        for pair in headers:
+            if (
+                type(pair) is not tuple
+                or len(pair) != 2
+                or type(pair[0]) is not bytes
+                or type(pair[1]) is not bytes
+            ):
+                break
+        else:
+            return list(headers)  # type: ignore[arg-type]  # checked: tuples of bytes
     if isinstance(headers, Mapping | str | bytes):
         kind = "a dict" if isinstance(headers, Mapping) else type(headers).__name__
         raise TypeError(
@@ -185,7 +202,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._trailers: HeaderList | None = None  # owner: reader
         # shared: the reader (on_data, new_limit), the stream task (on_read, request),
         # stream_closed in any task (release); each call synchronous.
-        self._in_flow = StreamInFlow(core.initial_window_size, config.window_update_ratio)
+        self._in_flow = StreamInFlow(
+            core.initial_window_size, config.window_update_ratio, core.in_flow
+        )
         # shared: the task waiting to receive (set by it, cleared by whoever wakes
         # it or by its cancellation) and the one waiting for write quota. One slot
         # each, not a ParkingLot: fewer objects per waiting stream. A woken task
@@ -810,10 +829,17 @@ class H2Stream(metaclass=NoPublicConstructor):
     def _consumed(self, n: int) -> None:
         if self._closed:
             return  # the window was released with the stream; nothing is owed
-        inc = self._in_flow.on_read(n)
+        flow = self._in_flow
+        inc = flow.on_read(n)
         # Once the peer ended the stream it cannot send more: no update is owed.
         if inc and not self._recv_ended and self._error is None:
             self._core.send_window_update(self, inc)
+        conn = flow.conn
+        # The inbound budget held the connection window back (the cheap necessary
+        # test of ConnectionInFlow.grant; false while the window is replenished on
+        # receipt): the read may have freed some.
+        if conn is not None and conn.unacked >= conn.limit * conn.ratio:
+            self._core.connection_window_freed()
 
     def _request(self, n: int) -> None:
         if not self._recv_ended and self._error is None and self.stream_id:
