@@ -287,9 +287,11 @@ class ClientConnection(metaclass=NoPublicConstructor):
         Checkpoint: always. On cancellation: the stream is reset (CANCEL), as when
         leaving ``open_stream`` early; what was already sent stays sent.
 
-        Raises: as :meth:`open_stream` and ``H2Stream``'s receive methods; an error
-        raised by iterating ``body`` passes through (the stream is reset);
-        RemoteProtocolError if the ``:status`` is not three digits.
+        Raises what :meth:`open_stream` and ``H2Stream``'s receive methods raise; an
+        error raised by iterating ``body`` passes through (the stream is reset).
+
+        Raises:
+            RemoteProtocolError: the ``:status`` is not three digits.
             TypeError: ``method`` or ``path`` is not a str, ``body`` is neither
                 bytes-like nor an async iterable (raised before anything is
                 queued), or a header field is neither bytes nor str; a chunk of an

@@ -47,7 +47,7 @@ def _code(error_code: int) -> ErrorCodes | int:
 class ConnectionClosingError(trio.ClosedResourceError):
     """The connection is closing (or closed), so nothing more can be queued on it.
 
-    Raised by :meth:`ControlBuffer.put` and friends after ``finish()``, and by stream
+    Raised by ``ControlBuffer.put`` and friends after ``finish()``, and by stream
     operations once their connection has shut down. ``__cause__`` is the reason the
     connection is closing, when there is one.
 
@@ -114,8 +114,8 @@ class GoAwayError(ConnectionLostError):
 
     @property
     def too_many_pings(self) -> bool:
-        """True if the peer (a server) said we ping too often: GOAWAY with
-        ENHANCE_YOUR_CALM and debug data ``too_many_pings`` (grpc-go's policy).
+        """True if the peer (a server) said we ping too often (GOAWAY with
+        ENHANCE_YOUR_CALM and debug data ``too_many_pings`` by grpc-go's policy).
 
         grpc-go's client then doubles its keepalive time for its later connections;
         trio_h2t does not reconnect by itself, so an application that does does the

@@ -171,7 +171,7 @@ class Headers:
 
     @property
     def raw(self) -> tuple[tuple[bytes, bytes], ...]:
-        """The fields as received: ``(name, value)`` byte pairs, in order."""
+        """The fields as received, ``(name, value)`` byte pairs, in order."""
         return self._raw
 
     def __repr__(self) -> str:

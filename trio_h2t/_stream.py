@@ -289,7 +289,7 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     @property
     def request(self) -> Request:
-        """The request head, decoded (server side): method, path, headers, peer...
+        """The request head, decoded (server side); method, path, headers, peer...
 
         Built on first use from :attr:`headers` (see ``trio_h2t.Request``).
         Raises RuntimeError on a client stream (it has no request to read).

@@ -148,7 +148,8 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
         Checkpoint: always. On cancellation: no data is lost.
 
         Raises:
-            ValueError / TypeError: ``max_bytes`` is not a positive integer.
+            ValueError: ``max_bytes`` is not positive.
+            TypeError: ``max_bytes`` is not an integer.
             trio.ClosedResourceError: after ``aclose``.
             trio.BusyResourceError: another task is receiving.
             trio.BrokenResourceError: the stream was reset or the connection broke.

@@ -134,7 +134,7 @@ class MessageDecoder:
 
     ``buffer_reuse`` (default True): a message found whole in the bytes fed is copied
     straight out of them (one copy, nothing buffered), and the body of a message of
-    :data:`REUSE_MIN_SIZE` bytes or more that arrives in pieces is gathered in one
+    ``REUSE_MIN_SIZE`` bytes or more that arrives in pieces is gathered in one
     bytearray the decoder keeps for its life (sized once to the largest such
     message), then copied out once. Every payload returned is a fresh ``bytes`` the
     caller owns: the kept buffer is never handed out, so nothing aliases it. With

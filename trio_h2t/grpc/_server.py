@@ -338,7 +338,7 @@ class ServicerContext(metaclass=NoPublicConstructor):
 
     @property
     def peer(self) -> str:
-        """The client's address, as grpcio writes it: ``ipv4:127.0.0.1:5000``."""
+        """The client's address as grpcio writes it, such as ``ipv4:127.0.0.1:5000``."""
         return _peer_string(self._stream.request.peer)
 
     @property
@@ -364,7 +364,7 @@ class ServicerContext(metaclass=NoPublicConstructor):
 
     @property
     def cancelled(self) -> bool:
-        """True once the call was cancelled: by the client (it reset its stream), by
+        """True once the call was cancelled, by the client (it reset its stream), by
         its deadline, or by the connection ending under it (the server shutting down,
         a lost connection). :attr:`cancel_reason` says which."""
         return self._stream.cancel_reason is not None
