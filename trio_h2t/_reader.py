@@ -177,10 +177,10 @@ class Reader:
             if core.client_side
             else TokenBucket(core.config.reset_burst, core.config.reset_rate, trio.current_time())
         )
+        # owner: reader: WINDOW_UPDATEs under SMALL_WINDOW_UPDATE received so far.
+        self._small_updates = 0
         # owner: reader: the peer's budget of frames that make us work for nothing
         # (TransportConfig.flood_burst, flood_rate; _flood).
-        # WINDOW_UPDATEs under SMALL_WINDOW_UPDATE received so far (owner: reader).
-        self._small_updates = 0
         self._floods = TokenBucket(
             core.config.flood_burst, core.config.flood_rate, trio.current_time()
         )
