@@ -20,6 +20,7 @@ import pytest
 
 import trio_h2t
 import trio_h2t.grpc
+import trio_h2t.testing
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -101,7 +102,14 @@ def test_the_pages_link_nothing_outside_the_site(site: Path) -> None:
     assert not outside, "\n".join(outside)
 
 
-@pytest.mark.parametrize(("module", "page"), [(trio_h2t, "api.md"), (trio_h2t.grpc, "api-grpc.md")])
+@pytest.mark.parametrize(
+    ("module", "page"),
+    [
+        (trio_h2t, "api.md"),
+        (trio_h2t.grpc, "api-grpc.md"),
+        (trio_h2t.testing, "api-testing.md"),
+    ],
+)
 def test_the_api_reference_covers_all_exports(module: object, page: str) -> None:
     """Each name in ``__all__`` has an autodoc entry on its API page."""
     text = (DOCS / page).read_text(encoding="utf-8")
