@@ -16,6 +16,7 @@ connection) keeps sending requests. Each test asserts three things:
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 import tracemalloc
@@ -26,6 +27,7 @@ import hpack
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 from h2.errors import ErrorCodes
 from hyperframe.frame import (
     ContinuationFrame,
@@ -705,3 +707,60 @@ async def test_an_idle_connection_costs_at_most_40_kib() -> None:
     per_connection = (after - before) / n
     print(f"\n[flood] idle connection: {per_connection:.0f} B")
     assert per_connection <= 40 * 1024
+
+
+async def test_small_window_updates_answering_our_frames_are_not_a_flood() -> None:
+    """A peer that answers each small response with a stream and a connection
+    WINDOW_UPDATE of a few bytes (grpcio's C core does, for small messages) is
+    served past flood_burst: updates up to two per frame we wrote are free. 1,200
+    requests here send 2,400 small updates; a flood_burst of 1000 once cut 1000
+    concurrent grpcio calls off with too_many_window_updates."""
+    import h2.config
+    import h2.connection
+    import h2.events
+    import h2.exceptions
+
+    async def small(stream: H2Stream) -> None:
+        await stream.send_headers([(":status", "200")])
+        await stream.send_data(b"hello")
+        await trio.lowlevel.checkpoint()  # (most often) a DATA frame of its own
+        await stream.send_data(b"world", end_stream=True)
+
+    client_t, server_t = trio.testing.memory_stream_pair()
+    peer = h2.connection.H2Connection(h2.config.H2Configuration(header_encoding=None))
+    peer.initiate_connection()
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio_h2t.serve_connection, server_t, small)
+            await client_t.send_all(peer.data_to_send())
+            goaway: list[h2.events.ConnectionTerminated] = []
+            for i in range(1200):
+                sid = 2 * i + 1
+                peer.send_headers(
+                    sid,
+                    [
+                        (b":method", b"GET"),
+                        (b":scheme", b"http"),
+                        (b":authority", b"x"),
+                        (b":path", b"/"),
+                    ],
+                    end_stream=True,
+                )
+                await client_t.send_all(peer.data_to_send())
+                done = False
+                while not done and not goaway:
+                    for ev in peer.receive_data(await client_t.receive_some(65536)):
+                        if isinstance(ev, h2.events.DataReceived):
+                            # As grpcio: each message read opens both windows by its size.
+                            # (h2 may have closed the stream already: later events
+                            # of the same read.)
+                            with contextlib.suppress(h2.exceptions.StreamClosedError):
+                                peer.increment_flow_control_window(len(ev.data), stream_id=sid)
+                            peer.increment_flow_control_window(len(ev.data))
+                        elif isinstance(ev, h2.events.StreamEnded):
+                            done = True
+                        elif isinstance(ev, h2.events.ConnectionTerminated):
+                            goaway.append(ev)
+                    await client_t.send_all(peer.data_to_send())
+                assert not goaway, goaway
+            nursery.cancel_scope.cancel()

@@ -386,6 +386,16 @@ def _too_many_informational(layer: str) -> str:
     return outcome(client, peer.headers(1, hint))
 
 
+@scenario("5 a 1xx crossing our RST_STREAM is ignored (§5.4.2)", "")
+def _informational_after_our_reset(layer: str) -> str:
+    # Found by test_fault_confinement's property test: h2 has no transition for a
+    # 1xx on a closed stream, and raised ProtocolError (the whole connection).
+    client, peer = requesting(layer)
+    client.reset_stream(1, ErrorCodes.CANCEL)
+    client.data_to_send()
+    return outcome(client, peer.headers(1, [(b":status", b"103"), (b"link", b"</a>")]))
+
+
 @pytest.mark.parametrize("layer", ["fixes", "fast"])
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_patch_holds_on_each_layer(name: str, layer: str) -> None:

@@ -283,7 +283,7 @@ class FixedStream(h2.stream.H2Stream):
     def receive_headers(
         self, headers: Any, end_stream: bool, header_encoding: Any
     ) -> tuple[list[Any], list[Any]]:
-        """h2's ``H2Stream.receive_headers``, with three differences (patch 5).
+        """h2's ``H2Stream.receive_headers``, with these differences (patch 5):
 
         - Trailers leave the content-length alone: h2 calls
           ``_initialize_content_length`` on them too, reading them as a new message
@@ -295,10 +295,18 @@ class FixedStream(h2.stream.H2Stream):
         - END_STREAM is applied after the checks, so a malformed block ending a
           stream we had already ended still resets just that stream (§8.1.1).
 
+        - A 1xx on a closed stream raises StreamClosedError, as any other HEADERS
+          does there (h2's ``recv_on_closed_stream``; the connection then ignores it
+          on a stream we reset, RFC 9113 §5.4.2). h2's transition table has no
+          (CLOSED, RECV_INFORMATIONAL_HEADERS) entry, so a 1xx that crossed our
+          RST_STREAM was a ProtocolError that ended the whole connection.
+
         A failed validation (``_validated``) closes just this stream.
         """
         machine = self.state_machine
         if is_informational_response(headers):
+            if machine.state is StreamState.CLOSED:
+                raise StreamClosedError(self.stream_id)
             if end_stream:
                 raise ProtocolError("Cannot set END_STREAM on informational responses")
             events = machine.process_input(StreamInputs.RECV_INFORMATIONAL_HEADERS)
