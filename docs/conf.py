@@ -39,7 +39,9 @@ autodoc_typehints = "description"
 # No intersphinx (the build may not reach the network): names from the standard
 # library, trio and h2 stay plain text. Everything of trio_h2t must resolve.
 nitpick_ignore_regex = [
-    ("py:.*", r"(collections\.abc|typing|ssl|os|contextlib|trio|h2)(\..*)?"),
+    ("py:.*", r"(collections\.abc|typing|ssl|os|pathlib|contextlib|trio|h2)(\..*)?"),
+    # trio_h2t.testing's signatures name Hypothesis's and hyperframe's types.
+    ("py:.*", r"(hypothesis|hyperframe|st)\..*"),
     ("py:.*", r"(bytes|bytearray|memoryview|str|int|float|bool|object|None)"),
     ("py:exc", r"[A-Z][A-Za-z]*(Error|Exception|Interrupt)"),  # builtin exceptions
 ]
@@ -48,5 +50,5 @@ napoleon_numpy_docstring = False
 # Type variables and private aliases in signatures, which have no page of their own.
 nitpick_ignore_regex += [
     ("py:class", r"trio_h2t\.(grpc\.)?_\w+\.(T|Req|Resp)"),
-    ("py:class", r"(CancelKind|HandlerFn|Serializer|Deserializer)"),
+    ("py:class", r"(CancelKind|HandlerFn|Serializer|Deserializer|HeaderBlock|ExpectKind)"),
 ]

@@ -1583,7 +1583,8 @@ async def test_cancelling_serve_connection_cancels_handlers_at_once() -> None:
 
 
 async def test_streams_sent_before_our_settings_are_acked_are_tolerated() -> None:
-    """Streams opened before the client saw our SETTINGS are served up to 100 (RFC 9113 §6.5.3)."""
+    """Streams opened before the client saw our SETTINGS are served up to 100 (RFC 9113
+    §6.5.3); once it has acknowledged them, the configured limit holds."""
     from helpers import ScriptedPeer
 
     server_t, client_t = trio.testing.memory_stream_pair()
@@ -1606,6 +1607,14 @@ async def test_streams_sent_before_our_settings_are_acked_are_tolerated() -> Non
             await peer.flush()
             await peer.read_until(lambda: len(peer.events_of(h2.events.StreamEnded)) == 5)
             assert peer.events_of(h2.events.StreamReset) == []
+            # Our h2 has now answered the server's SETTINGS; the ACK goes out ahead of
+            # three streams left open (bodies unsent): the configured 2 now holds.
+            for sid in (11, 13, 15):
+                peer.h2.send_headers(sid, REQUEST)
+            await peer.flush()
+            await peer.read_until(lambda: peer.events_of(h2.events.StreamReset) != [])
+            [reset] = peer.events_of(h2.events.StreamReset)
+            assert (reset.stream_id, reset.error_code) == (15, ErrorCodes.REFUSED_STREAM)
             await peer.transport.aclose()
 
 

@@ -16,11 +16,12 @@ PACKAGE = Path(trio_h2t.__file__).parent
 
 
 def _call_sites(method: str) -> set[tuple[str, str]]:
-    """``(module, enclosing function)`` for every call ``<expr>.method(...)`` in the
-    package (the gRPC layer and the CLI included)."""
+    """``(module, enclosing function)`` for every call ``<expr>.method(...)`` or
+    ``method(...)`` in the package (the gRPC layer and the CLI included; not
+    ``trio_h2t.testing``, whose fake peers and test streams write their own bytes)."""
     sites: set[tuple[str, str]] = set()
     for path in sorted(PACKAGE.rglob("*.py")):
-        if "protos" in path.parts:
+        if "protos" in path.parts or "testing" in path.parts:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         module = path.relative_to(PACKAGE).as_posix()
@@ -30,10 +31,9 @@ def _call_sites(method: str) -> set[tuple[str, str]]:
                 name = func
                 if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                     name = child.name
-                if (
-                    isinstance(child, ast.Call)
-                    and isinstance(child.func, ast.Attribute)
-                    and child.func.attr == method
+                if isinstance(child, ast.Call) and (
+                    (isinstance(child.func, ast.Attribute) and child.func.attr == method)
+                    or (isinstance(child.func, ast.Name) and child.func.id == method)
                 ):
                     sites.add((module, func))
                 visit(child, name)
@@ -43,10 +43,11 @@ def _call_sites(method: str) -> set[tuple[str, str]]:
 
 
 def test_only_loopy_and_the_preface_take_bytes_out_of_h2() -> None:
-    """``data_to_send()`` is called by loopy (its flushes) and by ``send_preface``
-    (before loopy starts), nowhere else."""
-    assert _call_sites("data_to_send") == {
-        ("_connection.py", "send_preface"),
+    """h2's ``data_to_send()`` is called by ``send_preface`` (before loopy starts)
+    alone; loopy takes the bytes with ``take_outbound()`` (the same without its copy,
+    ``_h2fixes.py``) in its flushes and its GOAWAY, and nothing else does."""
+    assert _call_sites("data_to_send") == {("_connection.py", "send_preface")}
+    assert _call_sites("take_outbound") == {
         ("_loopy.py", "_flush"),
         ("_loopy.py", "_write_goaway"),
     }
@@ -56,7 +57,9 @@ def test_only_loopy_writes_after_the_preface() -> None:
     """The transport's ``send_all`` is called by loopy, by ``send_preface``, by the
     server's first-bytes sniff (the HTTP/1.x 505) and by the TLS handshake's alert to
     a client that does not speak TLS: the last three before loopy exists. (The stream
-    view's own ``send_all`` is a method of it, not a call.)"""
+    view's own ``send_all`` is a method of it, not a call.) Loopy's flush also writes
+    with ``sendmsg`` (``send_vectored``) on a plain TCP socket, and nothing else does."""
+    assert _call_sites("send_vectored") == {("_loopy.py", "_flush")}
     assert _call_sites("send_all") == {
         ("_connection.py", "send_preface"),
         ("_loopy.py", "_flush"),
@@ -77,4 +80,35 @@ def test_who_resets_streams_in_h2() -> None:
         ("_loopy.py", "_reset"),
         ("_server.py", "run_handler"),
         ("_stream.py", "reset"),
+    }
+
+
+def _attribute_writes(attribute: str) -> set[tuple[str, str]]:
+    """``(module, enclosing function)`` for every assignment ``<expr>.attribute = ...``
+    in the package."""
+    sites: set[tuple[str, str]] = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "protos" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        module = path.relative_to(PACKAGE).as_posix()
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(func):
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                if any(isinstance(t, ast.Attribute) and t.attr == attribute for t in targets):
+                    sites.add((module, func.name))
+    return sites
+
+
+def test_only_stream_closed_closes_a_stream() -> None:
+    """docs/architecture.md, "The life of a stream": an ``H2Stream``'s ``_closed`` is
+    set by ``ConnectionCore.stream_closed`` alone (and initialised in its
+    ``__init__``); the stream view's own ``_closed`` is a field of that view."""
+    assert _attribute_writes("_closed") == {
+        ("_connection.py", "stream_closed"),
+        ("_stream.py", "__init__"),
+        ("_streamview.py", "__init__"),
+        ("_streamview.py", "aclose"),
     }

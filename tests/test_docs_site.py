@@ -9,6 +9,7 @@ anchor) is followed: the page must exist and the anchor must be an ``id`` on it.
 
 from __future__ import annotations
 
+import dataclasses
 import html.parser
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 
 import trio_h2t
 import trio_h2t.grpc
+import trio_h2t.testing
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -100,13 +102,33 @@ def test_the_pages_link_nothing_outside_the_site(site: Path) -> None:
     assert not outside, "\n".join(outside)
 
 
-@pytest.mark.parametrize(("module", "page"), [(trio_h2t, "api.md"), (trio_h2t.grpc, "api-grpc.md")])
+@pytest.mark.parametrize(
+    ("module", "page"),
+    [
+        (trio_h2t, "api.md"),
+        (trio_h2t.grpc, "api-grpc.md"),
+        (trio_h2t.testing, "api-testing.md"),
+    ],
+)
 def test_the_api_reference_covers_all_exports(module: object, page: str) -> None:
     """Each name in ``__all__`` has an autodoc entry on its API page."""
     text = (DOCS / page).read_text(encoding="utf-8")
     name = getattr(module, "__name__", "")
     missing = [n for n in getattr(module, "__all__", []) if f":: {name}.{n}\n" not in text]
     assert not missing
+
+
+def test_the_configuration_page_lists_every_field_with_its_default() -> None:
+    """docs/configuration.md has a table row for each ``TransportConfig`` field that
+    gives the field's actual default, and no row for a field that does not exist."""
+    text = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    rows = {line.split("`")[1]: line for line in text.splitlines() if line.startswith("| `")}
+    fields = dataclasses.fields(trio_h2t.TransportConfig)
+    wrong = [
+        f.name for f in fields if f"| `{f.name}` | `{f.default!r}` |" not in rows.get(f.name, "")
+    ]
+    assert not wrong, f"missing, or with a stale default: {wrong}"
+    assert sorted(rows) == sorted(f.name for f in fields)
 
 
 def test_design_pages_draw_their_diagrams(site: Path) -> None:

@@ -38,7 +38,9 @@ class TransportConfig:
 
     #: SETTINGS_MAX_CONCURRENT_STREAMS we advertise. A server refuses streams beyond
     #: it with RST_STREAM(REFUSED_STREAM); h2 would kill the connection instead
-    #: (hypercorn #335). 100 is h2's and httpcore's default.
+    #: (hypercorn #335). Until the client acknowledges our SETTINGS, a server
+    #: enforces at least 100 (``_server.PRE_ACK_STREAM_LIMIT``, RFC 9113 §6.5.3): a
+    #: lower value applies only after the ACK. 100 is h2's and httpcore's default.
     max_concurrent_streams: int = 100
     #: SETTINGS_INITIAL_WINDOW_SIZE we advertise for each stream: 1 MiB, not the RFC's
     #: (and grpc-go's) 64 KiB, so a new connection moves bulk data near full speed

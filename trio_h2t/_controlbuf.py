@@ -2,8 +2,12 @@
 
 Theory of operation
 -------------------
-Every frame trio_h2t writes starts as a control item (``_items.py``) that some task
-``put()``s here. Exactly one task, loopy, takes items out and turns them into bytes.
+After the preface (written by ``ConnectionCore.send_preface`` before loopy starts),
+every frame trio_h2t writes reaches the socket through a control item (``_items.py``)
+that some task ``put()``s here. Exactly one task, loopy, takes items out and writes
+the bytes. Most items are turned into frames by loopy; a ``PeerResponse`` instead
+flushes a frame the reader already had h2 frame (a SETTINGS or PING ACK, the
+RST_STREAM of a refused stream), so it reaches the wire and counts toward the gate.
 
 Two deques::
 

@@ -217,8 +217,9 @@ class WindowOpened(ControlItem):
 @dataclass(frozen=True, slots=True, eq=False)
 class PeerResponse(ControlItem):
     """A frame h2 queued by itself in response to the peer (``kind``: "ping-ack",
-    "settings-ack", "rst"). Its bytes already sit in h2's outbound buffer; the item
-    makes loopy flush them and makes them count toward the throttle.
+    "settings-ack", "rst", or "auto" for any other bytes h2 queued while the reader
+    handed it a read). Its bytes already sit in h2's outbound buffer; the item makes
+    loopy flush them and makes them count toward the throttle.
     """
 
     kind: str

@@ -837,7 +837,10 @@ Target = Callable[[], AbstractAsyncContextManager[trio.abc.Stream]]
 
 
 def tcp_target(host: str, port: int, *, tls: bool = False, connect_timeout: float = 5.0) -> Target:
-    """A :data:`Target` opening a new TCP connection (TLS with ALPN ``h2`` if ``tls``).
+    """A target opening a new TCP connection (TLS with ALPN ``h2`` if ``tls``).
+
+    A target is a callable that returns an async context manager yielding a
+    ``trio.abc.Stream``: ``play`` opens one connection per scenario it plays.
 
     With ``tls`` the server's certificate is not verified: this is a test of a server
     the user runs, often with a self-signed certificate.
@@ -870,7 +873,7 @@ def tcp_target(host: str, port: int, *, tls: bool = False, connect_timeout: floa
 def memory_target(
     handler: Handler, *, config: TransportConfig | None = None, timeout: float = 10.0
 ) -> Target:
-    """A :data:`Target` serving each connection with trio_h2t's ``serve_connection``.
+    """A target serving each connection with ``trio_h2t.serve_connection``.
 
     In memory (``trio.testing.memory_stream_pair``). Leaving the context closes the
     client's end; ``serve_connection`` must then return within ``timeout`` seconds,
