@@ -596,8 +596,10 @@ class H2Stream(metaclass=NoPublicConstructor):
 
         Waits only for write quota (``TransportConfig.write_quota`` bytes may be
         queued ahead of flow control); returns before the bytes reach the socket.
-        The caller must not mutate ``data`` afterwards. A memoryview is sent as its
-        raw bytes, whatever its format, shape or strides.
+        The caller must not mutate ``data`` afterwards: loopy writes the caller's
+        buffer itself, without a copy, until it is flushed (a ``bytearray`` resized
+        in that time raises BufferError). A memoryview is sent as its raw bytes,
+        whatever its format, shape or strides.
 
         Checkpoint: always. On cancellation: nothing was queued.
 
