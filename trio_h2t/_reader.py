@@ -353,7 +353,7 @@ class Reader:
                         self._small_updates += 1
                         if (
                             self._small_updates
-                            > SMALL_UPDATES_PER_FRAME * self._core.loopy.stream_frames_written
+                            > SMALL_UPDATES_PER_FRAME * core.loopy.stream_frames_written
                         ):
                             self._flood("window_updates")
                     self._window_opened(ev.stream_id)
