@@ -238,6 +238,41 @@ async def test_loopy_framing_fault_resets_only_that_stream(
     assert records[0].exc_info is not None
 
 
+async def test_loopy_data_fault_loses_no_bytes_framed_before_it(autojump_clock: object) -> None:
+    """A DATA item whose payload cannot be framed takes no window and drops nothing
+    h2 framed before it in the same batch (here a connection WINDOW_UPDATE).
+
+    Loopy once called ``frame_data`` (which hands over h2's buffer) before making the
+    payload's view: the view's TypeError lost the buffer, and with it whatever frames
+    it held, and kept the window it had taken (CI failure of 26e50ff, where the lost
+    frame was another stream's HEADERS).
+    """
+    seen: dict[str, int] = {}
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.send_headers(RESPONSE_200)
+        h2conn = stream._core.h2
+        seen["window"] = h2conn.outbound_flow_control_window
+        # One synchronous step: loopy handles both in the same batch, in this order.
+        stream._core.cbuf.put(WindowUpdate(None, 12345))
+        stream._core.cbuf.put(_bad_items(stream)["data-str"])
+        while not stream.closed:
+            await trio.lowlevel.checkpoint()
+        seen["window_after"] = h2conn.outbound_flow_control_window
+
+    with trio.fail_after(30):
+        async with connected_pair(handler) as (conn, core):
+            before = conn._core.h2.outbound_flow_control_window
+            async with conn.open_stream(_req(b"/fault"), end_stream=True) as stream:
+                await stream.receive_headers()
+                with pytest.raises(StreamResetError):
+                    await stream.read_all()
+            # The WINDOW_UPDATE went out ahead of the RST_STREAM the client just read.
+            assert conn._core.h2.outbound_flow_control_window == before + 12345
+            assert core.error is None
+    assert seen["window_after"] == seen["window"]
+
+
 async def test_loopy_start_stream_fault_fails_only_that_opener(
     caplog: pytest.LogCaptureFixture, autojump_clock: object
 ) -> None:

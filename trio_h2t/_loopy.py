@@ -755,6 +755,14 @@ class Loopy:
                 return True
             size = min(remaining, window, h2.max_outbound_frame_size, self._max_frame)
             done = size == remaining
+            # The payload as it came (a whole bytes object), else a view of it: no copy.
+            # Made before frame_data: once h2 has handed over its buffer (this frame's
+            # header and whatever it framed before) nothing may raise, or those bytes
+            # and the window frame_data took would be lost.
+            if offset == 0 and done and type(payload) is bytes:
+                chunk: bytes | memoryview = payload
+            else:
+                chunk = memoryview(payload)[offset : offset + size]
             try:
                 head = h2.frame_data(sid, size, done and item.end_stream)
             except StreamClosedError:
@@ -762,11 +770,7 @@ class Loopy:
                 out.state = OUT_EMPTY
                 self._drop_output(stream)
                 return True
-            # The payload as it came (a whole bytes object), else a view of it: no copy.
-            if offset == 0 and done and type(payload) is bytes:
-                self._chunks += (head, payload)
-            else:
-                self._chunks += (head, memoryview(payload)[offset : offset + size])
+            self._chunks += (head, chunk)
             self._chunk_bytes += len(head) + size
             self._frames += 1
             self._data_frames += 1
