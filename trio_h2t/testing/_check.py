@@ -56,9 +56,9 @@ from ._frames import (
     encode_header_block,
     error_name,
     frame_sequences,
+    header_blocks,
     parse_frames,
     request_frames,
-    request_headers,
     serialize,
 )
 
@@ -582,7 +582,7 @@ def _window_update(draw: st.DrawFn) -> Scenario:
 @st.composite
 def _continuation(draw: st.DrawFn) -> Scenario:
     chunks, _ = draw(_with_requests(max_requests=1))
-    block = encode_header_block(draw(request_headers(method="GET")))
+    block = encode_header_block(draw(header_blocks(methods=("GET",))))
     kind = draw(st.sampled_from(["interleaved", "other-stream", "orphan"]))
     if kind == "orphan":
         chunks.append(WireFrame(FrameType.CONTINUATION, 0x4, 101, block))
@@ -662,36 +662,36 @@ def _half_closed(draw: st.DrawFn) -> Scenario:
 @st.composite
 def _malformed(draw: st.DrawFn) -> Scenario:
     chunks, _ = draw(_with_requests(max_requests=1))
-    headers = draw(request_headers(method="GET"))
+    headers = draw(header_blocks(methods=("GET",)))
     kind = draw(
         st.sampled_from(
             ["uppercase", "connection", "no-path", "pseudo-after", "te", "unknown-pseudo"]
         )
     )
     if kind == "uppercase":  # RFC 9113 §8.2.1
-        headers.append(("X-Upper", "1"))
+        headers.append((b"X-Upper", b"1"))
     elif kind == "connection":  # §8.2.2
         headers.append(
             draw(
                 st.sampled_from(
                     [
-                        ("connection", "keep-alive"),
-                        ("keep-alive", "5"),
-                        ("transfer-encoding", "chunked"),
-                        ("upgrade", "h2c"),
+                        (b"connection", b"keep-alive"),
+                        (b"keep-alive", b"5"),
+                        (b"transfer-encoding", b"chunked"),
+                        (b"upgrade", b"h2c"),
                     ]
                 )
             )
         )
     elif kind == "no-path":  # §8.3.1
-        headers = [h for h in headers if h[0] != ":path"]
+        headers = [h for h in headers if h[0] != b":path"]
     elif kind == "pseudo-after":  # §8.3
-        headers.insert(len(headers), (":path", "/again"))
-        headers.insert(4, ("x-a", "b"))
+        headers.insert(len(headers), (b":path", b"/again"))
+        headers.insert(4, (b"x-a", b"b"))
     elif kind == "te":  # §8.2.2
-        headers.append(("te", "gzip"))
+        headers.append((b"te", b"gzip"))
     else:  # §8.3
-        headers.insert(0, (":bogus", "1"))
+        headers.insert(0, (b":bogus", b"1"))
     chunks.append(WireFrame(FrameType.HEADERS, 0x5, 101, encode_header_block(headers)))
     return Scenario(tuple(chunks), Expect("stream-error", stream_id=101))
 

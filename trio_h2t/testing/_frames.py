@@ -35,6 +35,8 @@ import hpack
 import hyperframe.frame
 from hypothesis import strategies as st
 
+from ._strategies import request_headers, response_headers
+
 __all__ = [
     "PREFACE",
     "Chunk",
@@ -328,34 +330,24 @@ stream_ids = st.one_of(
     st.integers(0, 0xFFFFFFFF),
 )
 
-_TOKEN = st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12)
-_VALUE = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=24).map(
-    str.strip
-)  # RFC 9113 §8.2.1: no leading or trailing whitespace
 
-
-@st.composite
-def request_headers(draw: st.DrawFn, *, method: str | None = None) -> list[tuple[str, str]]:
-    """A well-formed request header list (RFC 9113 §8.3.1) with a few extra fields."""
-    chosen = method or draw(st.sampled_from(["GET", "POST", "HEAD", "PUT", "OPTIONS"]))
-    path = "/" + draw(st.text("abcdefghij/._-", max_size=16))
-    pseudo = [
-        (":method", chosen),
-        (":scheme", "http"),
-        (":authority", "localhost"),
-        (":path", path),
-    ]
-    extra = draw(st.lists(st.tuples(_TOKEN, _VALUE), max_size=4))
-    extra = [(n, v) for n, v in extra if n not in {"te", "connection", "content-length"}]
-    return pseudo + extra
-
-
-@st.composite
-def response_headers(draw: st.DrawFn) -> list[tuple[str, str]]:
-    """A well-formed response header list (RFC 9113 §8.3.2) with a few extra fields."""
-    status = draw(st.sampled_from(["200", "204", "404", "500", "103"]))
-    extra = draw(st.lists(st.tuples(_TOKEN, _VALUE), max_size=3))
-    return [(":status", status)] + [(n, v) for n, v in extra if n != "connection"]
+def header_blocks(
+    side: Side = "client", *, methods: Sequence[str] = ("GET", "POST", "HEAD", "PUT", "OPTIONS")
+) -> st.SearchStrategy[list[tuple[bytes, bytes]]]:
+    """A valid request (``side="client"``) or response header block: the kit's
+    ``request_headers`` and ``response_headers`` (one definition of a valid block),
+    kept small (a few fields of at most 24 bytes) so that a block fits one frame and
+    a shrunk finding stays readable. Responses include a 103 (informational)."""
+    if side == "client":
+        return request_headers(
+            methods=methods, max_fields=4, max_value_size=24, max_header_list_size=1024
+        )
+    return response_headers(
+        statuses=(200, 204, 404, 500, 103),
+        max_fields=3,
+        max_value_size=24,
+        max_header_list_size=1024,
+    )
 
 
 @st.composite
@@ -402,7 +394,7 @@ def _request_frames(
     Headers (split across CONTINUATION frames at random), an optional body in DATA
     frames (padded or not), and END_STREAM on the last frame.
     """
-    headers = draw(request_headers() if side == "client" else response_headers())
+    headers = draw(header_blocks(side))
     body = draw(st.lists(st.binary(max_size=64), max_size=3))
     frames = draw(_headers_frames(stream_id, encode_header_block(headers), end_stream=not body))
     for i, piece in enumerate(body):
@@ -454,7 +446,7 @@ def _any_frames(draw: st.DrawFn, *, side: Side = "client") -> WireFrame:
         payload = draw(st.binary(max_size=64))
         flags &= ~0x8
     elif frame_type in (FrameType.HEADERS, FrameType.PUSH_PROMISE, FrameType.CONTINUATION):
-        headers = draw(request_headers() if side == "client" else response_headers())
+        headers = draw(header_blocks(side))
         payload = encode_header_block(headers)
         flags &= ~0x28
         if frame_type == FrameType.PUSH_PROMISE:

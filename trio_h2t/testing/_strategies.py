@@ -3,7 +3,7 @@
 Every block these strategies draw is valid by RFC 9113 §8.2-§8.3 (lowercase names of
 legal bytes, values without NUL/CR/LF or surrounding whitespace, pseudo-headers once
 each and first, no connection-specific field, ``te`` only as ``trailers``), so that
-a test's failures are the code's, not the input's; ``tests/test_testing_strategies.py``
+a test's failures are the code's, not the input's; ``tests/test_testing_kit.py``
 checks each against the validation trio_h2t applies to what it receives
 (``_headers.validate_received``). Within validity they reach for the edges: the
 order of pseudo-headers, mixed-case values, repeated names, empty values, and blocks
@@ -92,8 +92,11 @@ _names = (
 
 
 @st.composite
-def _regular_fields(draw: st.DrawFn, max_fields: int, budget: int) -> HeaderBlock:
-    """Regular fields (duplicates included) whose §6.5.2 size is at most ``budget``."""
+def _regular_fields(
+    draw: st.DrawFn, max_fields: int, budget: int, max_value_size: int = 4096
+) -> HeaderBlock:
+    """Regular fields (duplicates included) whose §6.5.2 size is at most ``budget``,
+    each value at most ``max_value_size`` bytes."""
     fields: HeaderBlock = []
     names: list[bytes] = []
     for _ in range(draw(st.integers(0, max_fields))):
@@ -105,9 +108,10 @@ def _regular_fields(draw: st.DrawFn, max_fields: int, budget: int) -> HeaderBloc
         room = budget - header_list_size(fields) - FIELD_OVERHEAD - len(name)
         if room < 0:
             break
-        fields.append((name, draw(_value(min(room, 4096)))))
-    if budget and draw(st.integers(0, 4)) == 0:
-        # One field that brings the block to exactly the budget (or just below it).
+        fields.append((name, draw(_value(min(room, max_value_size)))))
+    if budget and draw(st.integers(0, 4)) == 4:
+        # One field that brings the block to exactly the budget (or just below it);
+        # drawn as 4, not 0, so that a shrunk example goes without it.
         name = b"x-fill"
         room = budget - header_list_size(fields) - FIELD_OVERHEAD - len(name)
         if room >= 2:
@@ -124,12 +128,14 @@ def request_headers(
     authority: str = "localhost",
     max_fields: int = 8,
     max_header_list_size: int = 16_384,
+    max_value_size: int = 4096,
     extra: Sequence[tuple[bytes, bytes]] = (),
 ) -> HeaderBlock:
     """A valid request header block: ``:method``, ``:scheme``, ``:authority`` and
     ``:path`` in a drawn order, then ``extra``, then up to ``max_fields`` regular
-    fields (names repeat; values are empty, mixed-case, long), the whole at most
-    ``max_header_list_size`` by §6.5.2 (draw it near a peer's limit to test it).
+    fields (names repeat; values are empty, mixed-case, up to ``max_value_size``
+    bytes), the whole at most ``max_header_list_size`` by §6.5.2 (draw it near a
+    peer's limit to test it).
     """
     path = b"/" + draw(st.text("abcdefghijklmnopqrstuvwxyz0123456789/-._~%", max_size=40)).encode()
     if draw(st.booleans()):
@@ -145,7 +151,7 @@ def request_headers(
     budget = max_header_list_size - header_list_size(fixed)
     if budget < 0:
         raise ValueError(f"max_header_list_size {max_header_list_size} leaves no room")
-    return [*fixed, *draw(_regular_fields(max_fields, budget))]
+    return [*fixed, *draw(_regular_fields(max_fields, budget, max_value_size))]
 
 
 @st.composite
@@ -155,12 +161,14 @@ def response_headers(
     statuses: Sequence[int] = (200, 201, 204, 301, 400, 404, 500, 503),
     max_fields: int = 8,
     max_header_list_size: int = 16_384,
+    max_value_size: int = 4096,
 ) -> HeaderBlock:
     """A valid response header block: ``:status`` (one of ``statuses``) then up to
-    ``max_fields`` regular fields, the whole at most ``max_header_list_size``."""
+    ``max_fields`` regular fields (values up to ``max_value_size`` bytes), the whole
+    at most ``max_header_list_size``."""
     fixed = [(b":status", str(draw(st.sampled_from(list(statuses)))).encode())]
     budget = max_header_list_size - header_list_size(fixed)
-    return [*fixed, *draw(_regular_fields(max_fields, budget))]
+    return [*fixed, *draw(_regular_fields(max_fields, budget, max_value_size))]
 
 
 def trailers(
@@ -197,12 +205,23 @@ def chunked_bodies(draw: st.DrawFn, *, max_size: int = 200_000, max_chunks: int 
     return [body[a:b] for a, b in itertools.pairwise(edges)]
 
 
-_sizes = st.lists(st.one_of(st.integers(1, 64), st.integers(1024, 70_000)), min_size=1, max_size=5)
+def _shrinking_up(low: int, high: int) -> st.SearchStrategy[int]:
+    """Integers in [low, high] that shrink towards ``high``."""
+    return st.integers(low, high).map(lambda n: low + high - n)
+
+
+# Sizes shrink towards large pieces and whole writes: an example with one-byte
+# pieces runs thousands of reads, so shrinking towards them is slow, and a shrunk
+# example keeps a small size only where the bug needs one.
+_sizes = st.lists(
+    st.one_of(_shrinking_up(1024, 70_000), _shrinking_up(1, 64)), min_size=1, max_size=5
+)
 
 
 def chunkings() -> st.SearchStrategy[Chunking]:
     """How one end of a link writes and reads (:class:`Chunking`): tiny pieces (a
-    frame header split across reads), large ones, or whole writes."""
+    frame header split across reads), large ones, or whole writes (the simplest,
+    where a failing example shrinks to)."""
     sizes = st.one_of(st.just(()), _sizes)
     return st.builds(Chunking, send_sizes=sizes, receive_sizes=sizes)
 
@@ -210,24 +229,35 @@ def chunkings() -> st.SearchStrategy[Chunking]:
 window_sizes = st.sampled_from([65_535, 65_536, 100_000, 262_144, 1 << 20])
 
 
-@st.composite
-def transport_configs(draw: st.DrawFn, *, max_concurrent_streams: int = 8) -> TransportConfig:
+def transport_configs(*, max_concurrent_streams: int = 8) -> st.SearchStrategy[TransportConfig]:
     """A :class:`~trio_h2t.TransportConfig` with drawn flow-control settings: stream
     and connection windows from the RFC minimum (65 535) to 4 MiB, dynamic (BDP)
     windows on or off, WINDOW_UPDATE ratios, write quota down to 1 byte, the stream
-    limit, buffer sizes, batching and the control buffer's throttle limit."""
-    initial = draw(window_sizes)
-    return TransportConfig(
-        initial_window_size=initial,
-        connection_window_size=draw(st.sampled_from([65_535, 131_072, 1 << 20, 4 << 20])),
-        dynamic_window=draw(st.booleans()),
-        max_window_size=max(initial, draw(st.sampled_from([65_535, 1 << 20, 16 << 20]))),
-        window_update_ratio=draw(st.sampled_from([0.25, 0.5, 1.0, 0.01])),
-        write_quota=draw(st.sampled_from([1, 1000, 16_384, 65_536, 131_072])),
-        max_concurrent_streams=draw(st.integers(1, max_concurrent_streams)),
-        read_buffer_size=draw(st.sampled_from([1024, 16_384, 65_536])),
-        write_buffer_size=draw(st.sampled_from([1024, 65_536])),
-        min_batch_size=draw(st.sampled_from([0, 1000, 100_000])),
-        throttle_limit=draw(st.sampled_from([1, 2, 5, 100, DEFAULT_THROTTLE_LIMIT])),
-        graceful_close_timeout=draw(st.sampled_from([0.0, 0.5, 5.0, 30.0])),
+    limit, buffer sizes, batching and the control buffer's throttle limit.
+
+    Built with ``st.builds``, so that a failing example prints only the drawn fields
+    (``TransportConfig(initial_window_size=65535, ...)``), not all of them. Each
+    choice shrinks towards the cheap end (the default write quota and buffers, the
+    default throttle limit), so that shrinking runs fast examples and a shrunk
+    example keeps a costly value only where the bug needs it.
+    """
+    return window_sizes.flatmap(
+        lambda initial: st.builds(
+            TransportConfig,
+            initial_window_size=st.just(initial),
+            connection_window_size=st.sampled_from([65_535, 131_072, 1 << 20, 4 << 20]),
+            dynamic_window=st.booleans(),
+            # At least the initial window (TransportConfig checks it).
+            max_window_size=st.sampled_from(
+                sorted({max(initial, n) for n in (65_535, 1 << 20, 16 << 20)})
+            ),
+            window_update_ratio=st.sampled_from([0.25, 0.5, 1.0, 0.01]),
+            write_quota=st.sampled_from([65_536, 1, 1000, 16_384, 131_072]),
+            max_concurrent_streams=st.integers(1, max_concurrent_streams),
+            read_buffer_size=st.sampled_from([65_536, 1024, 16_384]),
+            write_buffer_size=st.sampled_from([65_536, 1024]),
+            min_batch_size=st.sampled_from([0, 1000, 100_000]),
+            throttle_limit=st.sampled_from([DEFAULT_THROTTLE_LIMIT, 1, 2, 5, 100]),
+            graceful_close_timeout=st.sampled_from([5.0, 0.0, 0.5, 30.0]),
+        )
     )
