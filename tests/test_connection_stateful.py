@@ -27,15 +27,15 @@ and the write quota; the checks compare what one side recorded with the other's.
 
 The world:
 
-- the transport is ``trio.testing.memory_stream_pair()`` wrapped in
-  :class:`ChunkedStream`: every ``send_all`` is split and every ``receive_some``
-  limited by cycling through Hypothesis-drawn sizes, and with a drawn capacity a
-  writer waits while that many bytes are unread (as a socket with full buffers does);
+- the transport is the kit's ``trio_h2t.testing.chunked_stream_pair``: every
+  ``send_all`` is split and every ``receive_some`` limited by cycling through
+  Hypothesis-drawn sizes, and with a drawn capacity a writer waits while that many
+  bytes are unread (as a socket with full buffers does);
 - the server is ``serve_connection``, whose handler finds its stream's model by the
   ``x-idx`` request header; the client is ``open_client_connection``; each side has
-  its own drawn ``TransportConfig`` (stream and connection windows 65 535..1 MiB,
-  write quota, stream limit, throttle limit, read/write buffer sizes, batching,
-  grace period, BDP on or off);
+  its own ``TransportConfig``, drawn by the kit's ``transport_configs`` (stream and
+  connection windows 65 535..1 MiB, write quota, stream limit, throttle limit,
+  read/write buffer sizes, batching, grace period, BDP on or off);
 - rules open streams, send, end (with or without trailers), read, exchange bulk data
   both ways, reset a stream, cancel a client stream's scope or leave its
   ``open_stream`` block, make a handler return or raise, let virtual time pass, and
@@ -103,7 +103,7 @@ import random
 import traceback
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,7 +139,14 @@ from trio_h2t._controlbuf import DEFAULT_THROTTLE_LIMIT
 from trio_h2t._items import Data
 from trio_h2t._outstream import OUT_WAITING
 from trio_h2t._server import INTERNAL_ERROR_BODY
-from trio_h2t.testing import run_machine
+from trio_h2t.testing import (
+    ChunkedStream,
+    Chunking,
+    chunked_stream_pair,
+    open_memory_pair,
+    run_machine,
+    transport_configs,
+)
 
 #: At most this many streams per example (each has four tasks).
 MAX_STREAMS = 6
@@ -182,118 +189,6 @@ def _payload(idx: int, salt: int, offset: int, n: int) -> bytes:
 
 class _Boom(Exception):
     """Raised by a handler on purpose (the ``server_raise`` rule)."""
-
-
-# ---------------------------------------------------------------------- transport
-
-
-MemoryStapledStream = trio.StapledStream[
-    trio.testing.MemorySendStream, trio.testing.MemoryReceiveStream
-]
-
-
-class _Pipe:
-    """One direction of the link: how much is in flight, and who waits for room."""
-
-    def __init__(self, capacity: int | None) -> None:
-        self.capacity = capacity  # None: unbounded (memory_stream_pair's own behaviour)
-        self.sent = 0  # bytes handed to the inner send_all
-        self.received = 0  # bytes returned by receive_some
-        self.room = trio.lowlevel.ParkingLot()  # senders waiting for the reader
-        self.closed = False  # either end closed: writers stop waiting (and fail)
-
-    @property
-    def in_flight(self) -> int:
-        return self.sent - self.received
-
-    def full(self) -> bool:
-        return self.capacity is not None and self.in_flight >= self.capacity
-
-
-class ChunkedStream(trio.abc.Stream):
-    """One end of a ``memory_stream_pair`` whose I/O is chunked by drawn sizes.
-
-    ``send_all`` is split into pieces of the next sizes in ``send_sizes`` (each piece
-    a separate ``send_all`` of the inner stream, so the peer can wake in between);
-    ``receive_some`` returns at most the next size in ``recv_sizes``. The sizes cycle,
-    so the chunking is a deterministic function of the example. With a capacity,
-    ``send_all`` waits while that many bytes are unread, as a socket whose buffers
-    are full does (``memory_stream_pair`` alone never blocks a writer).
-    """
-
-    def __init__(
-        self,
-        inner: MemoryStapledStream,
-        send_sizes: list[int],
-        recv_sizes: list[int],
-        outgoing: _Pipe,
-        incoming: _Pipe,
-    ) -> None:
-        self._inner = inner
-        self._send_sizes = _cycle(send_sizes)
-        self._recv_sizes = _cycle(recv_sizes)
-        self.outgoing = outgoing
-        self.incoming = incoming
-        self.closed = False
-        self.sending = False  # inside send_all: the peer may hold part of a frame
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        view = memoryview(data)
-        if not view:
-            await self._inner.send_all(b"")
-            return
-        self.sending = True
-        try:
-            while view:
-                while self.outgoing.full() and not self.outgoing.closed:
-                    await self.outgoing.room.park()  # woken by the reader, or a close
-                n = next(self._send_sizes)
-                piece, view = view[:n], view[n:]
-                await self._inner.send_all(piece)
-                self.outgoing.sent += len(piece)
-        finally:
-            self.sending = False
-
-    def inject(self, peer: ChunkedStream, data: bytes) -> None:
-        """Deliver ``data`` to ``peer`` as if this end had written it, between two of
-        this end's writes (each loopy write is whole frames, so a frame boundary)."""
-        assert not self.sending
-        peer._inner.receive_stream.put_data(data)
-        self.outgoing.sent += len(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self._inner.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        n = next(self._recv_sizes)
-        if max_bytes is not None:
-            n = min(n, max_bytes)
-        data = await self._inner.receive_some(n)
-        self.incoming.received += len(data)
-        self.incoming.room.unpark_all()
-        return bytes(data)
-
-    def _wake_writers(self) -> None:
-        for pipe in (self.outgoing, self.incoming):  # the peer's writer: its send fails
-            pipe.closed = True
-            pipe.room.unpark_all()
-
-    def close_now(self) -> None:
-        """Close both directions at once (an abrupt transport close)."""
-        self.closed = True
-        self._inner.send_stream.close()
-        self._inner.receive_stream.close()
-        self._wake_writers()
-
-    async def aclose(self) -> None:
-        self.closed = True
-        self._wake_writers()
-        await self._inner.aclose()
-
-
-def _cycle(sizes: list[int]) -> Iterator[int]:
-    while True:
-        yield from sizes
 
 
 # ---------------------------------------------------------------------- the model
@@ -394,28 +289,6 @@ class _Host:
 
 
 # ---------------------------------------------------------------------- strategies
-
-window_sizes = st.sampled_from([65_535, 65_536, 100_000, 262_144, 1 << 20])
-
-
-@st.composite
-def configs(draw: st.DrawFn) -> TransportConfig:
-    initial = draw(window_sizes)
-    return TransportConfig(
-        initial_window_size=initial,
-        connection_window_size=draw(st.sampled_from([65_535, 131_072, 1 << 20, 4 << 20])),
-        dynamic_window=draw(st.booleans()),
-        max_window_size=max(initial, draw(st.sampled_from([65_535, 1 << 20, 16 << 20]))),
-        window_update_ratio=draw(st.sampled_from([0.25, 0.5, 1.0, 0.01])),
-        write_quota=draw(st.sampled_from([1, 1000, 16_384, 65_536, 131_072])),
-        max_concurrent_streams=draw(st.integers(1, 8)),
-        read_buffer_size=draw(st.sampled_from([1024, 16_384, 65_536])),
-        write_buffer_size=draw(st.sampled_from([1024, 65_536])),
-        min_batch_size=draw(st.sampled_from([0, 1000, 100_000])),
-        throttle_limit=draw(st.sampled_from([1, 2, 5, 100])),
-        graceful_close_timeout=draw(st.sampled_from([0.0, 0.5, 5.0, 30.0])),
-    )
-
 
 chunk_sizes = st.lists(
     st.one_of(st.integers(1, 64), st.integers(1024, 70_000)), min_size=1, max_size=5
@@ -852,8 +725,8 @@ class ConnectionMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ rules
 
     @initialize(
-        ccfg=configs(),
-        scfg=configs(),
+        ccfg=transport_configs(),
+        scfg=transport_configs(),
         c2s_send=chunk_sizes,
         c2s_recv=chunk_sizes,
         s2c_send=chunk_sizes,
@@ -881,10 +754,14 @@ class ConnectionMachine(RuleBasedStateMachine):
             ccfg = dataclasses.replace(ccfg, throttle_limit=DEFAULT_THROTTLE_LIMIT)
             scfg = dataclasses.replace(scfg, throttle_limit=DEFAULT_THROTTLE_LIMIT)
         self.ccfg, self.scfg = ccfg, scfg
-        client_end, server_end = trio.testing.memory_stream_pair()
-        c2s, s2c = _Pipe(capacity), _Pipe(capacity)
-        self.client_transport = ChunkedStream(client_end, c2s_send, s2c_recv, c2s, s2c)
-        self.server_transport = ChunkedStream(server_end, s2c_send, c2s_recv, s2c, c2s)
+        # The kit's link (trio_h2t.testing.chunked_stream_pair), not its pair: the
+        # rules cancel each side's scope on its own and run server and client side
+        # by side, which open_memory_pair's one nursery does not allow.
+        self.client_transport, self.server_transport = chunked_stream_pair(
+            client=Chunking(send_sizes=c2s_send, receive_sizes=s2c_recv),
+            server=Chunking(send_sizes=s2c_send, receive_sizes=c2s_recv),
+            capacity=capacity,
+        )
         trio.lowlevel.start_guest_run(
             self._main,
             run_sync_soon_threadsafe=self.host.run_sync_soon,
@@ -1144,7 +1021,7 @@ class ConnectionMachine(RuleBasedStateMachine):
         if not go or self.host.result is not None or tx.sending or tx.closed or rx.closed:
             return self._act()
         self.conn_disturbed = self.hard_disturbed = True
-        self._act(functools.partial(tx.inject, rx, CONNECTION_ERRORS[kind]))
+        self._act(functools.partial(tx.inject, CONNECTION_ERRORS[kind]))
 
     # ------------------------------------------------------------------ checks
 
@@ -1327,13 +1204,10 @@ class ConnectionMachine(RuleBasedStateMachine):
         assert server is not None
         # Both readers are idle only if nothing is left to read: bytes in flight on a
         # healthy, quiescent link mean both readers are stuck (a deadlock).
-        ct = self.client_transport
-        stuck = ct.outgoing.in_flight or ct.incoming.in_flight
-        assert not stuck, (
-            f"deadlock: {ct.outgoing.in_flight} bytes client->server and "
-            f"{ct.incoming.in_flight} server->client left unread on a healthy link\n"
-            + self._describe()
-        )
+        c2s, s2c = self.server_transport.unread, self.client_transport.unread
+        deadlock = f"deadlock: {c2s} bytes client->server and {s2c} server->client"
+        assert not c2s, f"{deadlock} left unread on a healthy link\n{self._describe()}"
+        assert not s2c, f"{deadlock} left unread on a healthy link\n{self._describe()}"
         for core in (client, server):
             stats = core.cbuf.statistics()
             assert stats.queued == 0, f"control items left: {stats}"
@@ -1731,14 +1605,12 @@ async def _pair(
     client: TransportConfig | None = None,
     server: TransportConfig | None = None,
 ) -> AsyncIterator[tuple[ClientConnection, ConnectionCore, trio.Nursery]]:
-    """A client connection and the server's core over ``memory_stream_pair``."""
-    client_end, server_end = trio.testing.memory_stream_pair()
+    """A client connection, the server's core and a nursery for side tasks (a
+    graceful close), over the kit's ``open_memory_pair``: after the block the server
+    must end by itself, and the side tasks are cancelled."""
     async with trio.open_nursery() as nursery:
-        server_conn: ServerConnection = await nursery.start(
-            functools.partial(serve_connection, server_end, handler, config=server)
-        )
-        async with open_client_connection(client_end, config=client) as conn:
-            yield conn, server_conn._core, nursery
+        async with open_memory_pair(handler, client_config=client, server_config=server) as pair:
+            yield pair.client, pair.server._core, nursery
         nursery.cancel_scope.cancel()
 
 
@@ -1914,10 +1786,6 @@ async def test_bulk_traffic_both_ways_on_a_tight_link_completes(
     every 1 % of the window, which failed every run before the fix). With BDP
     probing on, the limit must leave room for the PINGs, SETTINGS and their acks
     that probing keeps queued (docs/controlbuf.md)."""
-    client_end, server_end = trio.testing.memory_stream_pair()
-    c2s, s2c = _Pipe(65_536), _Pipe(65_536)
-    client_link = ChunkedStream(client_end, [65_536], [65_536], c2s, s2c)
-    server_link = ChunkedStream(server_end, [65_536], [65_536], s2c, c2s)
     windows = {} if dynamic else {"initial_window_size": 4 << 20, "window_update_ratio": 0.01}
     config = TransportConfig(
         throttle_limit=limit,
@@ -1940,14 +1808,19 @@ async def test_bulk_traffic_both_ways_on_a_tight_link_completes(
         await exchange(stream)
         server_done.set()
 
+    link = Chunking(send_sizes=[65_536], receive_sizes=[65_536])
+    pair = open_memory_pair(
+        handler,
+        client_config=config,
+        server_config=config,
+        client_chunking=link,
+        server_chunking=link,
+        capacity=65_536,
+    )
     with trio.fail_after(60):
-        async with trio.open_nursery() as nursery:
-            serve = functools.partial(serve_connection, server_link, handler, config=config)
-            await nursery.start(serve)
-            client = open_client_connection(client_link, config=config)
-            async with client as conn, conn.open_stream(REQUEST_HEADERS) as stream:
-                await stream.receive_headers()
-                await exchange(stream)
-            await server_done.wait()  # the handler may still be reading the request
-            nursery.cancel_scope.cancel()
+        async with pair as p, p.client.open_stream(REQUEST_HEADERS) as stream:
+            await stream.receive_headers()
+            await exchange(stream)
+    # The client's graceful close let the handler finish reading the request.
+    assert server_done.is_set()
     assert got == [size, size]
