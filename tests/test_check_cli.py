@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -19,9 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trustme
 
 from trio_h2t._cli import main
-from trio_h2t.testing import PREFACE
+from trio_h2t.testing import PREFACE, PROPERTIES
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Seconds a server subprocess may take to start listening.
@@ -131,6 +133,36 @@ def test_check_trio_h2t_serve_is_clean(capsys: pytest.CaptureFixture[str], tmp_p
         )  # fmt: skip
     assert "no property broken" in out, out
     assert status == 0
+
+
+def test_check_tls_against_trio_h2t_serve_is_clean(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``trio-h2t check --tls`` against ``trio-h2t serve --certfile`` (h2 over TLS,
+    ALPN, a test CA's certificate) breaks no property, every property run over TLS."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    certfile, keyfile = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.private_key_pem.write_to_path(str(keyfile))
+    cert.cert_chain_pems[0].write_to_path(str(certfile))
+    (tmp_path / "index.html").write_text("hi\n")
+    port = free_port()
+    args = [
+        sys.executable, "-m", "trio_h2t", "serve", "--port", str(port), "--root", ".",
+        "--certfile", str(certfile), "--keyfile", str(keyfile),
+    ]  # fmt: skip
+    with running(args, port, tmp_path):
+        status, out = check(
+            capsys, f"http://127.0.0.1:{port}/", "--tls", "--max-examples", "5",
+            "--seconds", "120", "--db", str(tmp_path / "db"),
+        )  # fmt: skip
+    assert "no property broken" in out, out
+    assert status == 0
+    # Every property ran over TLS: at least one connection each, none left unrun.
+    for prop in PROPERTIES:
+        ran = re.search(rf"^\s*{re.escape(prop.name)}: ok \((\d+) connections\)", out, re.M)
+        assert ran is not None, out
+        assert int(ran.group(1)) >= 1, out
 
 
 def test_check_finds_nghttpd_lower_stream_ids(
