@@ -152,29 +152,30 @@ class _Faults(logging.Handler):
             self.first = f"{record.getMessage()}: {record.exc_info and record.exc_info[1]!r}"
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``, groups flattened."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
 _picks = st.integers(0, 1000)
 _rarely = st.sampled_from([False] * 7 + [True])
 
 
-class HandlerMachine(RuleBasedStateMachine):
-    """Drives :meth:`handler` with concurrent requests; subclass it (see module doc).
+class _WorldMachine(RuleBasedStateMachine):
+    """What :class:`HandlerMachine` and :class:`ClientMachine` share: the guest run
+    on a host loop the machine pumps, the world of :func:`open_memory_pair`, the
+    rules that let time pass and close the connection, and the final drain.
 
-    Override :meth:`handler` (the server's handler, as given to ``serve_connection``),
-    and, to check bodies, :meth:`expected_response`. Add checks as ordinary Hypothesis
-    ``@invariant()`` methods (they run after every step, on a quiescent world) or
-    rules of your own; run it with ``HandlerMachine.TestCase`` or
-    :func:`~hypothesis.stateful.run_state_machine_as_test` (or
-    :func:`~trio_h2t.testing.run_machine` for a time budget).
+    A subclass says what the server runs (:meth:`_serve`), how the world is checked
+    after each step (:meth:`_check_step`), which of its items a disturbance explains
+    (:meth:`_disturb`), how to finish every item (:meth:`_finish_all`) and what is
+    checked once the world has ended (:meth:`_check_end`).
     """
-
-    #: At most this many requests per example.
-    max_exchanges = 6
-    #: The largest piece of request body one ``send`` rule sends.
-    max_send = 70_000
 
     def __init__(self) -> None:
         super().__init__()
-        self.exchanges: list[Exchange] = []
         self.pair: MemoryPair | None = None
         self.bugs: list[str] = []
         self._host = _Host()
@@ -193,20 +194,31 @@ class HandlerMachine(RuleBasedStateMachine):
         self._faults = _Faults()
         self._handlers_running = 0
 
-    # ------------------------------------------------------------------ to override
+    # ------------------------------------------------------------------ hooks
 
-    async def handler(self, stream: H2Stream) -> None:
-        """The handler under test. The default answers 200 and echoes the body."""
-        await stream.send_headers([(b":status", b"200")])
-        async for chunk in stream:
-            await stream.send_data(chunk)
-        await stream.end()
+    async def _serve(self, stream: H2Stream) -> None:
+        raise NotImplementedError
 
-    def expected_response(self, exchange: Exchange) -> bytes | None:
-        """The body ``exchange`` must receive, given what it sent (``exchange.sent``,
-        ``exchange.headers``, ``exchange.trailers_sent``), or None not to check.
-        Called only for undisturbed exchanges whose response completed."""
-        return None
+    def _check_step(self) -> None:
+        raise NotImplementedError
+
+    def _items(self) -> list[Any]:
+        """What the rules act on (exchanges, calls); for the stuck-world message."""
+        raise NotImplementedError
+
+    def _disturb(self) -> None:
+        """A close or the passing of time explains errors of the items in flight."""
+        raise NotImplementedError
+
+    def _finish_all(self) -> list[trio.Event]:
+        """Put every item on its way to an end; the events it will set when done."""
+        raise NotImplementedError
+
+    async def _settled(self) -> None:
+        """Once every item is done, before the world ends: a check of a subclass."""
+
+    def _check_end(self) -> None:
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ plumbing
 
@@ -229,7 +241,7 @@ class HandlerMachine(RuleBasedStateMachine):
         def settled() -> bool:
             if not (self._delivered and self._idle):
                 return False
-            assert done(), f"the world is stuck (all tasks blocked): {self.exchanges}"
+            assert done(), f"the world is stuck (all tasks blocked): {self._items()}"
             return True
 
         self._host.pump(settled)
@@ -248,7 +260,7 @@ class HandlerMachine(RuleBasedStateMachine):
         try:
             if fn is not None and self._host.result is None:
                 self._inject(fn)
-            self.check_exchanges()
+            self._check_step()
         except BaseException:
             self._failed = True
             raise
@@ -259,7 +271,7 @@ class HandlerMachine(RuleBasedStateMachine):
             self._top = top
             top.start_soon(self._sentinel)
             try:
-                async with open_memory_pair(self._run_handler, **config) as pair:
+                async with open_memory_pair(self._run_server, **config) as pair:
                     self.pair = pair
                     async with trio.open_nursery() as nursery:
                         self._client_nursery = nursery
@@ -268,12 +280,250 @@ class HandlerMachine(RuleBasedStateMachine):
                 self._world_done.set()
                 self._sentinel_scope.cancel()
 
-    async def _run_handler(self, stream: H2Stream) -> None:
+    async def _run_server(self, stream: H2Stream) -> None:
         self._handlers_running += 1
         try:
-            await self.handler(stream)
+            await self._serve(stream)
         finally:
             self._handlers_running -= 1
+
+    def _start(self, config: dict[str, Any]) -> None:
+        """Start the guest run of ``_main(config)`` and settle it."""
+        logging.getLogger("trio_h2t").addHandler(self._faults)
+        trio.lowlevel.start_guest_run(
+            self._main,
+            config,
+            run_sync_soon_threadsafe=self._host.run_sync_soon,
+            done_callback=self._host.done,
+            clock=trio.testing.MockClock(autojump_threshold=0),
+        )
+        self._started = True
+        self._guest = getattr(self._host.queue[0], "__self__", None)
+        try:
+            self._host.pump(lambda: self._token is not None)
+            self._inject(lambda: None, until=lambda: self._client_nursery is not None)
+            self._check_step()
+        except BaseException:
+            self._failed = True
+            raise
+
+    def _alive(self) -> bool:
+        return self._client_nursery is not None and not self._closing
+
+    def _check_world(self) -> None:
+        """The checks of every step that do not depend on the items."""
+        assert not self.bugs, "\n\n".join(self.bugs)
+        assert self._faults.first is None, f"a connection fault was logged: {self._faults.first}"
+        if self._host.result is not None:
+            self._host.result.unwrap()
+        pair = self.pair
+        if pair is None:
+            return
+        for conn in (pair.client, pair.server):
+            for stream in conn._core._streams.values():
+                flow = stream._in_flow
+                if not stream._closed:
+                    assert flow.pending_data <= flow.limit + flow.delta, (
+                        f"{stream!r}: {flow.pending_data} unread bytes over its window "
+                        f"{flow.limit} + {flow.delta}"
+                    )
+        if self._healthy():
+            link: ChunkedStream = pair.client_transport
+            stuck = link.unread or pair.server_transport.unread
+            assert not stuck, (
+                f"deadlock: {pair.server_transport.unread} bytes client->server and "
+                f"{link.unread} server->client unread on a healthy, quiescent link"
+            )
+
+    def _healthy(self) -> bool:
+        pair = self.pair
+        return (
+            pair is not None
+            and not self._closing
+            and all(
+                c._core.error is None and not c._core.closing for c in (pair.client, pair.server)
+            )
+        )
+
+    # ------------------------------------------------------------------ shared rules
+
+    @precondition(lambda self: self._items())
+    @rule(dt=st.sampled_from([0.001, 0.6, 6.0, 60.0]), go=_rarely)
+    def advance_time(self, dt: float, go: bool) -> None:
+        """Let ``dt`` virtual seconds pass (timeouts fire), then settle."""
+        if not go or self._host.result is not None:
+            return self._act()
+        gate = trio.Event()
+
+        async def sleeper() -> None:
+            await trio.sleep(dt)
+            self._time_gate = None
+            gate.set()
+
+        def start() -> None:
+            self._time_gate = gate
+            assert self._top is not None
+            self._top.start_soon(sleeper)
+
+        self._disturb_by_time()
+        try:
+            self._inject(start, until=lambda: self._time_gate is None)
+        except BaseException:
+            self._failed = True
+            raise
+        self._act()
+
+    def _disturb_by_time(self) -> None:
+        """Time passing explains nothing for a handler's exchanges (the client side
+        has no timeouts); a client's calls may time out."""
+
+    @precondition(lambda self: self._items() and self._alive())
+    @rule(how=st.sampled_from(["client", "server", "abrupt"]), go=_rarely)
+    def close(self, how: str, go: bool) -> None:
+        """Close the connection: the client's or the server's graceful close, or the
+        link cut at once."""
+        if not go:
+            return self._act()
+        self._closing = True
+        self._disturb()
+        pair, top = self.pair, self._top
+        assert pair is not None
+        assert top is not None
+        actions: dict[str, Callable[[], object]] = {
+            "client": functools.partial(top.start_soon, pair.client.aclose),
+            "server": functools.partial(top.start_soon, pair.server.aclose),
+            "abrupt": pair.client_transport.close_now,
+        }
+        self._act(actions[how])
+
+    # ------------------------------------------------------------------ the end
+
+    def teardown(self) -> None:
+        if not self._started:
+            return
+        try:
+            if not self._failed and self._host.result is None:
+                self._final_phase()
+        finally:
+            logging.getLogger("trio_h2t").removeHandler(self._faults)
+            self._shutdown()
+
+    def _final_phase(self) -> None:
+        async def finish() -> None:
+            try:
+                with trio.fail_after(FINAL_TIMEOUT):
+                    for event in self._finish_all():
+                        await event.wait()
+                    await self._settled()
+                    assert self._client_nursery is not None
+                    self._client_nursery.cancel_scope.cancel()  # only the sleep is left
+                    # The pair's block ends: the client closes, the server ends itself.
+                    await self._world_done.wait()
+            except trio.TooSlowError:
+                self.bugs.append(
+                    f"hang: the world did not end within {FINAL_TIMEOUT} s: {self._items()}"
+                )
+                assert self._top is not None
+                self._top.cancel_scope.cancel()
+
+        def start() -> None:
+            self._time_gate = trio.Event()  # never set: time flows until the end
+            assert self._top is not None
+            self._top.start_soon(finish)
+
+        try:
+            self._inject(start, until=lambda: False)  # returns once the run is over
+            assert self._host.result is not None
+            self._host.result.unwrap()
+            assert not self.bugs, "\n\n".join(self.bugs)
+            self._check_end()
+            assert self._handlers_running == 0, f"{self._handlers_running} handlers left"
+        except BaseException:
+            self._failed = True
+            raise
+
+    def _shutdown(self) -> None:
+        """End the guest run whatever happened: an open guest run makes every later
+        ``trio.run`` in the process fail."""
+        if self._host.result is not None:
+            self._release()
+            return
+        try:
+            top = self._top
+            if top is not None and self._token is not None:
+                self._inject(top.cancel_scope.cancel, until=lambda: False)
+            self._host.pump(lambda: False)
+        except BaseException:
+            pass
+        finally:
+            if self._host.result is None and self._guest is not None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    self._guest.unrolled_run_gen.close()
+                self._host.result = outcome.Error(AssertionError("guest run abandoned"))
+            self._release()
+
+    def _release(self) -> None:
+        """Drop the world, so that nothing of this example outlives it (Hypothesis
+        may keep the machine object; the world holds buffers and tasks)."""
+        self._host.queue.clear()
+        self._guest = self._top = self._client_nursery = self._token = None
+        self.pair = None
+        self._release_items()
+
+    def _release_items(self) -> None:
+        raise NotImplementedError
+
+
+class HandlerMachine(_WorldMachine):
+    """Drives :meth:`handler` with concurrent requests; subclass it (see module doc).
+
+    Override :meth:`handler` (the server's handler, as given to ``serve_connection``),
+    and, to check bodies, :meth:`expected_response`. Add checks as ordinary Hypothesis
+    ``@invariant()`` methods (they run after every step, on a quiescent world) or
+    rules of your own; run it with ``HandlerMachine.TestCase`` or
+    :func:`~hypothesis.stateful.run_state_machine_as_test` (or
+    :func:`~trio_h2t.testing.run_machine` for a time budget).
+    """
+
+    #: At most this many requests per example.
+    max_exchanges = 6
+    #: The largest piece of request body one ``send`` rule sends.
+    max_send = 70_000
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.exchanges: list[Exchange] = []
+
+    # ------------------------------------------------------------------ to override
+
+    async def handler(self, stream: H2Stream) -> None:
+        """The handler under test. The default answers 200 and echoes the body."""
+        await stream.send_headers([(b":status", b"200")])
+        async for chunk in stream:
+            await stream.send_data(chunk)
+        await stream.end()
+
+    def expected_response(self, exchange: Exchange) -> bytes | None:
+        """The body ``exchange`` must receive, given what it sent (``exchange.sent``,
+        ``exchange.headers``, ``exchange.trailers_sent``), or None not to check.
+        Called only for undisturbed exchanges whose response completed."""
+        return None
+
+    # ------------------------------------------------------------------ the world
+
+    async def _serve(self, stream: H2Stream) -> None:
+        await self.handler(stream)
+
+    def _items(self) -> list[Any]:
+        return list(self.exchanges)
+
+    def _disturb(self) -> None:
+        for ex in self.exchanges:
+            ex.disturbed = True
+
+    def _check_step(self) -> None:
+        self.check_exchanges()
 
     async def _exchange(self, ex: Exchange) -> None:
         assert self.pair is not None
@@ -287,10 +537,14 @@ class HandlerMachine(RuleBasedStateMachine):
                         nursery.start_soon(self._sender, ex, stream)
                         nursery.start_soon(self._receiver, ex, stream)
                 result = ("response", None)
-        except StreamResetError as exc:
-            result = ("reset", exc)
         except Exception as exc:
-            result = ("error", exc)
+            # The sender's and the receiver's errors come out of their nursery as
+            # a group: a reset is a reset, however many tasks saw it.
+            leaves = _leaves(exc)
+            if all(isinstance(leaf, StreamResetError) for leaf in leaves):
+                result = ("reset", leaves[0])
+            else:
+                result = ("error", leaves[0] if len(leaves) == 1 else exc)
         finally:
             if ex.outcome is not None:
                 self.bugs.append(f"{ex!r} got a second outcome: {result}")
@@ -355,33 +609,15 @@ class HandlerMachine(RuleBasedStateMachine):
         """Start the world: server, client and link, all drawn; Trio's scheduler
         seeded by ``rnd``."""
         del rnd  # drawing it seeded Trio's scheduler for this example
-        logging.getLogger("trio_h2t").addHandler(self._faults)
-        config = {
-            "client_config": client_config,
-            "server_config": server_config,
-            "client_chunking": client_chunking,
-            "server_chunking": server_chunking,
-            "capacity": capacity,
-        }
-        trio.lowlevel.start_guest_run(
-            self._main,
-            config,
-            run_sync_soon_threadsafe=self._host.run_sync_soon,
-            done_callback=self._host.done,
-            clock=trio.testing.MockClock(autojump_threshold=0),
+        self._start(
+            {
+                "client_config": client_config,
+                "server_config": server_config,
+                "client_chunking": client_chunking,
+                "server_chunking": server_chunking,
+                "capacity": capacity,
+            }
         )
-        self._started = True
-        self._guest = getattr(self._host.queue[0], "__self__", None)
-        try:
-            self._host.pump(lambda: self._token is not None)
-            self._inject(lambda: None, until=lambda: self._client_nursery is not None)
-            self.check_exchanges()
-        except BaseException:
-            self._failed = True
-            raise
-
-    def _alive(self) -> bool:
-        return self._client_nursery is not None and not self._closing
 
     @precondition(lambda self: len(self.exchanges) < self.max_exchanges and self._alive())
     @rule(headers=request_headers(methods=("POST", "PUT"), max_header_list_size=2048))
@@ -450,132 +686,34 @@ class HandlerMachine(RuleBasedStateMachine):
         stream = ex.stream
         self._act(stream.reset if how == "reset" else ex.scope.cancel)
 
-    @precondition(lambda self: self.exchanges)
-    @rule(dt=st.sampled_from([0.001, 0.6, 6.0, 60.0]), go=_rarely)
-    def advance_time(self, dt: float, go: bool) -> None:
-        """Let ``dt`` virtual seconds pass (timeouts fire), then settle."""
-        if not go or self._host.result is not None:
-            return self._act()
-        gate = trio.Event()
-
-        async def sleeper() -> None:
-            await trio.sleep(dt)
-            self._time_gate = None
-            gate.set()
-
-        def start() -> None:
-            self._time_gate = gate
-            assert self._top is not None
-            self._top.start_soon(sleeper)
-
-        try:
-            self._inject(start, until=lambda: self._time_gate is None)
-        except BaseException:
-            self._failed = True
-            raise
-        self._act()
-
-    @precondition(lambda self: self.exchanges and self._alive())
-    @rule(how=st.sampled_from(["client", "server", "abrupt"]), go=_rarely)
-    def close(self, how: str, go: bool) -> None:
-        """Close the connection: the client's or the server's graceful close, or the
-        link cut at once."""
-        if not go:
-            return self._act()
-        self._closing = True
-        for ex in self.exchanges:
-            ex.disturbed = True
-        pair, top = self.pair, self._top
-        assert pair is not None
-        assert top is not None
-        actions: dict[str, Callable[[], object]] = {
-            "client": functools.partial(top.start_soon, pair.client.aclose),
-            "server": functools.partial(top.start_soon, pair.server.aclose),
-            "abrupt": pair.client_transport.close_now,
-        }
-        self._act(actions[how])
-
     # ------------------------------------------------------------------ checks
 
     def check_exchanges(self) -> None:
         """The checks run after every step (see the module doc); extend with super()."""
-        assert not self.bugs, "\n\n".join(self.bugs)
-        assert self._faults.first is None, f"a connection fault was logged: {self._faults.first}"
-        if self._host.result is not None:
-            self._host.result.unwrap()
+        self._check_world()
         for ex in self.exchanges:
-            if ex.outcome in ("error", "reset") and not ex.disturbed:
-                raise AssertionError(f"{ex!r}: failed without a reason") from ex.error
-            if ex.complete:
-                assert ex.outcome != "error", f"{ex!r}"
-        pair = self.pair
-        if pair is None:
-            return
-        for conn in (pair.client, pair.server):
-            for stream in conn._core._streams.values():
-                flow = stream._in_flow
-                if not stream._closed:
-                    assert flow.pending_data <= flow.limit + flow.delta, (
-                        f"{stream!r}: {flow.pending_data} unread bytes over its window "
-                        f"{flow.limit} + {flow.delta}"
-                    )
-        healthy = not self._closing and all(
-            c._core.error is None and not c._core.closing for c in (pair.client, pair.server)
-        )
-        if healthy:
-            link: ChunkedStream = pair.client_transport
-            stuck = link.unread or pair.server_transport.unread
-            assert not stuck, (
-                f"deadlock: {pair.server_transport.unread} bytes client->server and "
-                f"{link.unread} server->client unread on a healthy, quiescent link"
-            )
+            self._check_exchange(ex)
 
-    def teardown(self) -> None:
-        if not self._started:
-            return
-        try:
-            if not self._failed and self._host.result is None:
-                self._final_phase()
-        finally:
-            logging.getLogger("trio_h2t").removeHandler(self._faults)
-            self._shutdown()
+    @staticmethod
+    def _check_exchange(ex: Exchange) -> None:
+        if ex.outcome in ("error", "reset") and not ex.disturbed:
+            raise AssertionError(f"{ex!r}: failed without a reason") from ex.error
+        if ex.complete:
+            assert ex.outcome != "error", f"{ex!r}"
 
-    def _final_phase(self) -> None:
-        async def finish() -> None:
-            try:
-                with trio.fail_after(FINAL_TIMEOUT):
-                    for ex in self.exchanges:
-                        self._finish(ex)
-                    for ex in self.exchanges:
-                        await ex.done.wait()
-                    assert self._client_nursery is not None
-                    self._client_nursery.cancel_scope.cancel()  # only the sleep is left
-                    # The pair's block ends: the client closes, the server ends itself.
-                    await self._world_done.wait()
-            except trio.TooSlowError:
-                self.bugs.append(
-                    f"hang: the world did not end within {FINAL_TIMEOUT} s: {self.exchanges}"
-                )
-                assert self._top is not None
-                self._top.cancel_scope.cancel()
+    # ------------------------------------------------------------------ the end
 
-        def start() -> None:
-            self._time_gate = trio.Event()  # never set: time flows until the end
-            assert self._top is not None
-            self._top.start_soon(finish)
+    def _finish_all(self) -> list[trio.Event]:
+        for ex in self.exchanges:
+            self._finish(ex)
+        return [ex.done for ex in self.exchanges]
 
-        try:
-            self._inject(start, until=lambda: False)  # returns once the run is over
-            assert self._host.result is not None
-            self._host.result.unwrap()
-            assert not self.bugs, "\n\n".join(self.bugs)
-            missing = [ex for ex in self.exchanges if ex.outcome is None]
-            assert not missing, f"exchanges without an outcome: {missing}"
-            assert self._handlers_running == 0, f"{self._handlers_running} handlers left"
-            self._check_bodies()
-        except BaseException:
-            self._failed = True
-            raise
+    def _check_end(self) -> None:
+        missing = [ex for ex in self.exchanges if ex.outcome is None]
+        assert not missing, f"exchanges without an outcome: {missing}"
+        for ex in self.exchanges:
+            self._check_exchange(ex)
+        self._check_bodies()
 
     def _check_bodies(self) -> None:
         for ex in self.exchanges:
@@ -590,33 +728,7 @@ class HandlerMachine(RuleBasedStateMachine):
                     f"({len(expected)} bytes)"
                 )
 
-    def _shutdown(self) -> None:
-        """End the guest run whatever happened: an open guest run makes every later
-        ``trio.run`` in the process fail."""
-        if self._host.result is not None:
-            self._release()
-            return
-        try:
-            top = self._top
-            if top is not None and self._token is not None:
-                self._inject(top.cancel_scope.cancel, until=lambda: False)
-            self._host.pump(lambda: False)
-        except BaseException:
-            pass
-        finally:
-            if self._host.result is None and self._guest is not None:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    self._guest.unrolled_run_gen.close()
-                self._host.result = outcome.Error(AssertionError("guest run abandoned"))
-            self._release()
-
-    def _release(self) -> None:
-        """Drop the world, so that nothing of this example outlives it (Hypothesis
-        may keep the machine object; the world holds buffers and tasks)."""
-        self._host.queue.clear()
-        self._guest = self._top = self._client_nursery = self._token = None
-        self.pair = None
+    def _release_items(self) -> None:
         for ex in self.exchanges:
             ex.stream = None
             ex.error = None
