@@ -196,6 +196,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         {
             "_util",
             "testing._check",
+            "testing._client_machine",
             "testing._frames",
             "testing._machine",
             "testing._pairs",
@@ -209,6 +210,16 @@ ALLOWED: dict[str, frozenset[str]] = {
     "testing._run": frozenset(),
     "testing._machine": frozenset(
         {"_client", "_exceptions", "_stream", "testing._pairs", "testing._strategies"}
+    ),
+    "testing._client_machine": frozenset(
+        {
+            "_client",
+            "_exceptions",
+            "_stream",
+            "testing._machine",
+            "testing._pairs",
+            "testing._strategies",
+        }
     ),
     "testing._frames": frozenset({"testing._strategies"}),
     # the in-memory target serves with trio_h2t's own server

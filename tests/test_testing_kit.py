@@ -1,16 +1,22 @@
-"""trio_h2t.testing: chunked links, memory pairs, strategies, HandlerMachine, run_machine."""
+"""trio_h2t.testing: chunked links, memory pairs, strategies, HandlerMachine,
+ClientMachine, run_machine."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
-from trio_h2t import H2Stream
+from trio_h2t import ClientConnection, H2Stream, StreamResetError
 from trio_h2t._headers import validate_received
 from trio_h2t.testing import (
+    Call,
     Chunking,
+    ClientMachine,
     Exchange,
     HandlerMachine,
     chunked_bodies,
@@ -24,6 +30,7 @@ from trio_h2t.testing import (
     trailers,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 QUICK = settings(
     max_examples=15,
     stateful_step_count=20,
@@ -136,10 +143,64 @@ class FirstChunkEcho(EchoMachine):
 
 def test_the_machine_finds_a_handler_that_reads_only_the_first_chunk() -> None:
     """The bug shows only when a body arrives in more than one piece: found (without
-    shrinking, which takes minutes on this machine)."""
+    shrinking)."""
     find = settings(QUICK, max_examples=300, phases=[Phase.generate])
     with pytest.raises(AssertionError, match="expected"):
         run_state_machine_as_test(FirstChunkEcho, settings=find)
+
+
+class TextEcho(HandlerMachine):
+    """docs/testing.md's handler with a bug (keep the two the same)."""
+
+    async def handler(self, stream: H2Stream) -> None:
+        await stream.send_headers([(b":status", b"200")])
+        async for chunk in stream:
+            text = chunk.decode()  # the bug: a body is bytes, not always UTF-8 text
+            await stream.send_data(text.encode())
+        await stream.end()
+
+    def expected_response(self, exchange: Exchange) -> bytes | None:
+        return bytes(exchange.sent)
+
+
+def _steps(report: str) -> list[str]:
+    """The rule calls of a reported state machine example (``state.x(...)``, each
+    joined onto one line), without ``start_world``: its drawn settings are the
+    world's, not the bug's."""
+    steps: list[str] = []
+    inside = False  # the last line belongs to a step
+    for line in report.splitlines():
+        if line.startswith("state."):
+            steps.append(line.strip())
+            inside = True
+        elif inside and line.startswith((" ", ")")):
+            steps[-1] += line.strip()
+        else:
+            inside = False
+    return [step for step in steps if not step.startswith("state.start_world(")]
+
+
+def test_the_machine_shrinks_a_text_only_handler_to_one_byte() -> None:
+    """docs/testing.md, "A handler with a bug, found and shrunk": the bug is found,
+    and Hypothesis shrinks it to the steps the page shows (one request whose body is
+    b'\\x80'), reported as an unexplained reset."""
+    shrink = settings(
+        max_examples=300,
+        stateful_step_count=5,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        report_multiple_bugs=False,
+    )
+    with pytest.raises(AssertionError, match="failed without a reason") as info:
+        run_state_machine_as_test(TextEcho, settings=shrink)
+    reported = _steps("\n".join(getattr(info.value, "__notes__", [])))
+    page = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+    shown = page.split("## A handler with a bug, found and shrunk", 1)[1]
+    shown = shown.split("```text\n", 1)[1].split("```", 1)[0]
+    assert reported == _steps(shown)
+    assert "state.send(data=b'\\x80', end=True, i=0)" in reported
+    assert reported[-1] == "state.teardown()"
 
 
 def test_run_machine_stops_after_its_time_budget() -> None:
@@ -148,3 +209,88 @@ def test_run_machine_stops_after_its_time_budget() -> None:
     assert report.rounds >= 1
     assert report.examples == 3 * report.rounds
     assert report.seconds >= 0.5
+
+
+# ---------------------------------------------------------------------- ClientMachine
+
+
+class EchoClientMachine(ClientMachine):
+    """The default client (POST the argument, return the body) against the default
+    (echoing) server: every call that returns returns its argument."""
+
+    def expected_result(self, call: Call) -> Any:
+        return call.argument
+
+
+def test_correct_client_keeps_every_invariant() -> None:
+    """ClientMachine finds nothing wrong with conn.request against an echo server."""
+    run_state_machine_as_test(EchoClientMachine, settings=settings(QUICK, max_examples=30))
+
+
+class FirstChunkClient(EchoClientMachine):
+    """A buggy client: it returns the first piece of the response body it reads."""
+
+    async def call(self, conn: ClientConnection, argument: Any) -> Any:
+        async with conn.open_stream(conn.request_headers("POST", "/")) as stream:
+            await stream.send_data(argument, end_stream=True)
+            await stream.receive_headers()
+            return await stream.receive_some()
+
+
+class ResetHidingClient(EchoClientMachine):
+    """A buggy client: it turns the server's reset into an empty answer."""
+
+    async def call(self, conn: ClientConnection, argument: Any) -> Any:
+        try:
+            return (await conn.request("POST", "/", body=argument)).body
+        except StreamResetError:
+            return b""
+
+
+class WrongErrorClient(EchoClientMachine):
+    """A buggy client: a reset comes out as a KeyError (a bad lookup in its handling)."""
+
+    async def call(self, conn: ClientConnection, argument: Any) -> Any:
+        try:
+            return (await conn.request("POST", "/", body=argument)).body
+        except StreamResetError as exc:
+            raise KeyError(exc.error_code) from exc
+
+
+class HangingClient(EchoClientMachine):
+    """A buggy client: after a reset it waits for an answer that never comes."""
+
+    async def call(self, conn: ClientConnection, argument: Any) -> Any:
+        try:
+            return (await conn.request("POST", "/", body=argument)).body
+        except StreamResetError:
+            await trio.sleep_forever()
+
+
+class LeakingClient(EchoClientMachine):
+    """A buggy client: it returns as soon as the headers arrive, its stream never
+    closed (the stream opener is entered by hand and never left)."""
+
+    async def call(self, conn: ClientConnection, argument: Any) -> Any:
+        stream = await conn.open_stream(conn.request_headers("POST", "/")).__aenter__()
+        await stream.send_data(argument, end_stream=True)
+        await stream.receive_headers()
+        return argument
+
+
+@pytest.mark.parametrize(
+    ("machine", "message"),
+    [
+        (FirstChunkClient, "returned a wrong result"),
+        (ResetHidingClient, "returned a wrong result"),
+        (WrongErrorClient, "raised KeyError, not one of StreamResetError"),
+        (HangingClient, "hang: the world did not end"),
+        (LeakingClient, "a stream outlived its call"),
+    ],
+    ids=["first-chunk", "hides-reset", "wrong-error", "hangs", "leaks-stream"],
+)
+def test_client_machine_catches_a_buggy_client(machine: type[ClientMachine], message: str) -> None:
+    """Each buggy client is caught, by the check its bug breaks (without shrinking)."""
+    find = settings(QUICK, max_examples=300, phases=[Phase.generate])
+    with pytest.raises(AssertionError, match=message):
+        run_state_machine_as_test(machine, settings=find)

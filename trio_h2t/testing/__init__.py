@@ -21,6 +21,13 @@ from ._check import (
     run_check as run_check,
     tcp_target as tcp_target,
 )
+
+# ---- kit: pairs, strategies, the handler and client machines (docs/testing.md) -- begin
+from ._client_machine import (
+    Call as Call,
+    ClientMachine as ClientMachine,
+    ServerExchange as ServerExchange,
+)
 from ._frames import (
     PREFACE as PREFACE,
     Chunk as Chunk,
@@ -34,8 +41,6 @@ from ._frames import (
     request_frames as request_frames,
     serialize as serialize,
 )
-
-# ---- kit: pairs, strategies, the handler machine (docs/testing.md) -- begin
 from ._machine import Exchange as Exchange, HandlerMachine as HandlerMachine
 from ._pairs import (
     ChunkedStream as ChunkedStream,
@@ -58,12 +63,15 @@ from ._strategies import (
 )
 
 _KIT_NAMES = [
+    "Call",
     "ChunkedStream",
     "Chunking",
+    "ClientMachine",
     "Exchange",
     "HandlerMachine",
     "MemoryPair",
     "RunReport",
+    "ServerExchange",
     "bodies",
     "chunked_bodies",
     "chunked_stream_pair",
