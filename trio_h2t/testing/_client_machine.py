@@ -300,7 +300,8 @@ class ClientMachine(_WorldMachine):
         self._act(start)
 
     def _waiting(self, i: int) -> ServerExchange | None:
-        live = [ex for ex in self.requests if not ex.ended]
+        # Not those whose handler ended otherwise (the client reset the stream).
+        live = [ex for ex in self.requests if not ex.ended and not ex.done.is_set()]
         return live[i % len(live)] if live else None
 
     @precondition(lambda self: self.requests)
