@@ -1499,13 +1499,29 @@ def _settings() -> settings:
     )
 
 
+_BUDGET = os.environ.get("H2T_HYPOTHESIS_SECONDS")
+#: Hypothesis shrinks a failure for up to this many seconds (its engine's
+#: ``MAX_SHRINKING_SECONDS``), after the time budget if the failure came late.
+SHRINK_SECONDS = 300
+#: With a time budget the per-test timeout (300 s, pyproject.toml) would stop the
+#: shrinking of a failure found near the budget's end, and Hypothesis would then
+#: report FlakyStrategyDefinition instead of the failure (the deep profile did, with
+#: a 240 s budget): the limit becomes budget + shrinking + a minute.
+_with_budget_timeout = (
+    pytest.mark.timeout(float(_BUDGET) + SHRINK_SECONDS + 60)
+    if _BUDGET
+    else pytest.mark.usefixtures()
+)
+
+
+@_with_budget_timeout
 def test_connection_stateful() -> None:
     """Random streams, data, resets, cancellations and closes keep every invariant.
 
     With ``H2T_HYPOTHESIS_SECONDS=N`` it runs rounds of the profile's examples for N
     seconds instead (``trio_h2t.testing.run_machine``: flat memory, failures saved
     in and replayed from Hypothesis's example database)."""
-    budget = os.environ.get("H2T_HYPOTHESIS_SECONDS")
+    budget = _BUDGET
     run_machine(
         ConnectionMachine,
         settings=_settings(),
