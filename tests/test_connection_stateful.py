@@ -1503,15 +1503,20 @@ _BUDGET = os.environ.get("H2T_HYPOTHESIS_SECONDS")
 #: Hypothesis shrinks a failure for up to this many seconds (its engine's
 #: ``MAX_SHRINKING_SECONDS``), after the time budget if the failure came late.
 SHRINK_SECONDS = 300
-#: With a time budget the per-test timeout (300 s, pyproject.toml) would stop the
-#: shrinking of a failure found near the budget's end, and Hypothesis would then
-#: report FlakyStrategyDefinition instead of the failure (the deep profile did, with
-#: a 240 s budget): the limit becomes budget + shrinking + a minute.
-_with_budget_timeout = (
-    pytest.mark.timeout(float(_BUDGET) + SHRINK_SECONDS + 60)
-    if _BUDGET
-    else pytest.mark.usefixtures()
-)
+
+
+def _with_budget_timeout(test: Callable[[], None]) -> Callable[[], None]:
+    """With a time budget, the per-test timeout becomes budget + shrinking + a minute.
+
+    The usual 300 s (pyproject.toml) would stop the shrinking of a failure found near
+    the budget's end, and Hypothesis would then report FlakyStrategyDefinition instead
+    of the failure (the deep profile did, with its 240 s budget)."""
+    if not _BUDGET:
+        return test
+    limit: Callable[[Callable[[], None]], Callable[[], None]] = pytest.mark.timeout(
+        float(_BUDGET) + SHRINK_SECONDS + 60
+    )
+    return limit(test)
 
 
 @_with_budget_timeout
