@@ -219,3 +219,29 @@ def test_the_wakeups_page_names_every_wait_primitive() -> None:
     assert {"ConnectionCore.fail", "H2Stream.receive_some", "ControlBuffer.put"} <= users
     missing = sorted(name for name in objects | users if f"`{name}`" not in page)
     assert not missing, f"not on docs/wakeups.md: {missing}"
+
+
+# ------------------------------------------------------------------ docs/h2-contract.md
+
+
+def test_the_h2_contract_page_names_every_pinned_internal_and_event() -> None:
+    """docs/h2-contract.md names every private h2/hpack name ``tests/test_h2_guard.py``
+    pins, and says what happens to every event class h2 defines (and our two)."""
+    import h2.events
+    import test_h2_guard
+
+    page = (PACKAGE.parent / "docs" / "h2-contract.md").read_text(encoding="utf-8")
+    pinned = {name for _, name, _ in test_h2_guard.METHODS} | test_h2_guard.ATTRIBUTES
+    events = {
+        name
+        for name, value in vars(h2.events).items()
+        if isinstance(value, type) and issubclass(value, h2.events.Event) and name != "Event"
+    } | {"GoAwayReceived", "PriorityFrameReceived"}
+    assert "DataReceived" in events
+    # A name may be written bare or qualified (`FrameBuffer._data`).
+    missing = sorted(
+        name
+        for name in pinned | events
+        if not re.search(rf"`(?:[\w.]+\.)?{re.escape(name)}`", page)
+    )
+    assert not missing, f"not on docs/h2-contract.md: {missing}"
