@@ -1182,11 +1182,11 @@ class ConnectionMachine(RuleBasedStateMachine):
             for stream in streams:
                 assert stream._out.state == state, f"{who}: stream {stream.stream_id} misplaced"
         for side in self._side_objects(who):
-            stream = side.stream
-            assert stream is not None
-            state = stream._out.state
+            mine = side.stream
+            assert mine is not None
+            state = mine._out.state
             if state in lists:
-                assert any(s is stream for s in lists[state]), (
+                assert any(s is mine for s in lists[state]), (
                     f"{side!r}: output state {state} but not on loopy's list for it"
                 )
 

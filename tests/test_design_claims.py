@@ -165,6 +165,8 @@ def _wait_primitives() -> tuple[set[str], set[str]]:
         for qualname, func in _functions(tree):
             owner = qualname.rpartition(".")[0]
             for node in ast.walk(func):
+                value: ast.expr | None
+                annotation: ast.expr | None
                 if isinstance(node, ast.Assign):
                     targets, value, annotation = node.targets, node.value, None
                 elif isinstance(node, ast.AnnAssign):
