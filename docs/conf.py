@@ -32,6 +32,9 @@ myst_heading_anchors = 4
 myst_enable_extensions = ["colon_fence"]
 graphviz_output_format = "svg"
 html_theme = "furo"
+# Local CSS only (nothing fetched): phone widths, diagrams (_static/custom.css says why).
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 html_title = f"trio_h2t {release}"
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

@@ -632,3 +632,51 @@ def test_soak_fails_on_memory_growth_beyond_the_limit() -> None:
     assert soak.growth(flat, "server", warmup=2) == 0.0
     rising = [soak.Sample(float(t), 100.0, 50 * 2**20, (60 + t) * 2**20) for t in range(20)]
     assert soak.growth(rising, "server", warmup=2) > 10
+
+
+# ------------------------------------------------------------------ plot_results.py
+
+
+def test_plot_results_draws_the_documentation_plots(tmp_path: Path) -> None:
+    """benchmarks/plot_results.py draws one PNG per plot from the checked-in results
+    file, and docs/benchmarks.md embeds each (the checked-in copy exists too)."""
+    from benchmarks import plot_results
+
+    proc = script("plot_results.py", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    names = [name for files in plot_results.FILES.values() for name in files]
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    for name in names:
+        drawn = tmp_path / name
+        assert drawn.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        assert drawn.stat().st_size > 5_000, name  # bars, axes and text, not a blank
+        assert f"(images/benchmarks/{name})" in page, name
+        assert (plot_results.OUT / name).is_file(), name
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
+
+
+def test_results_file_holds_the_figures_the_readme_records() -> None:
+    """Each row of benchmarks/results.json is a row of a table in benchmarks/README.md,
+    figure for figure (the plots show what was measured, nothing retyped wrong)."""
+    results = json.loads((BENCHMARKS / "results.json").read_text(encoding="utf-8"))
+    readme = (BENCHMARKS / "README.md").read_text(encoding="utf-8")
+    rows = [
+        f"| {r['preset']} | {r['impl']} | {r['qps']} | {r['ratio']:.2f} "
+        f"[{r['ratio_low']:.2f}, {r['ratio_high']:.2f}] | {r['p50_ms']:.2f} | "
+        f"{r['p99_ms']:.2f} |"
+        for r in results["grpc_peers"]["rows"]
+    ]
+    rows += [
+        f"| {r['workload']} | {r['floor']:,} | {r['before']:,} | {r['after']:,} |"
+        for r in results["grpc_icount"]["rows"]
+    ]
+    rows += [
+        f"| `{r['tree']}` | {r['streams']} | {r['client_cpu_s_per_gb']:.2f} | "
+        f"{r['server_cpu_s_per_gb']:.2f} | {r['frames_per_mib']:.1f} | {r['vs_raw']:.3f}x"
+        for r in results["bulk"]["rows"]
+    ]
+    assert len(rows) == 27
+    missing = [row for row in rows if row not in readme]
+    assert not missing, "\n".join(missing)
+    for block in ("grpc_peers", "grpc_icount", "bulk"):
+        assert f"### {results[block]['section']}" in readme

@@ -29,7 +29,9 @@ from trio_h2t._cli import (
     CHUNK_SIZE,
     EXIT_FAILURE,
     EXIT_HTTP_ERROR,
+    SERVE_IDLE_TIMEOUT,
     UsageError,
+    _build_parser,
     fetch,
     main,
     make_handler,
@@ -509,6 +511,8 @@ def test_non_http_url_exits_2() -> None:
         (("serve", "--port", "99999"), "must be in [0, 65535]"),
         (("serve", "--port", "http"), "argument --port: not a port number: 'http'"),
         (("serve", "--max-concurrent-streams", "0"), "must be >= 1"),
+        (("serve", "--max-connection-idle", "-1"), "must be >= 0 (0: never)"),
+        (("serve", "--max-connection-idle", "soon"), "not a number of seconds: 'soon'"),
         (("serve", "--root", "/nonexistent/trio-h2t"), "not a directory"),
         (("get", "-H", "no-colon", "http://127.0.0.1:1/"), "bad header"),
         (("get", "-H", "Connection: close", "http://127.0.0.1:1/"), "not allowed in HTTP/2"),
@@ -610,6 +614,71 @@ async def test_serve_in_process_reports_port(root: Path) -> None:
             assert await fetch(f"http://127.0.0.1:{port}/hello.txt", out=out) == 0
             assert out.buffer.getvalue() == b"hello, world\n"
             nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("args", "idle"),
+    [
+        ((), SERVE_IDLE_TIMEOUT),
+        (("--max-connection-idle", "0"), None),
+        (("--max-connection-idle", "2.5"), 2.5),
+    ],
+)
+def test_serve_idle_timeout_flag(args: tuple[str, ...], idle: float | None) -> None:
+    """``serve`` closes idle connections after 5 minutes unless told otherwise; 0 is never."""
+    assert SERVE_IDLE_TIMEOUT == 300.0
+    assert _build_parser().parse_args(["serve", *args]).max_connection_idle == idle
+
+
+async def _goaways_until_eof(port: int) -> list[tuple[float, int, bytes]]:
+    """A raw client that sends its preface and SETTINGS, then only reads: the time
+    (trio's clock), code and debug data of each GOAWAY until the server closes."""
+    from hyperframe.frame import Frame, GoAwayFrame, SettingsFrame
+
+    sock = await trio.open_tcp_stream("127.0.0.1", port)
+    await sock.send_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + SettingsFrame(0).serialize())
+    goaways = []
+    buf = b""
+    while data := await sock.receive_some(65536):
+        buf += data
+        while len(buf) >= 9:
+            frame, length = Frame.parse_frame_header(memoryview(buf[:9]))
+            if len(buf) < 9 + length:
+                break
+            frame.parse_body(memoryview(buf[9 : 9 + length]))
+            buf = buf[9 + length :]
+            if isinstance(frame, GoAwayFrame):
+                goaways.append((trio.current_time(), frame.error_code, frame.additional_data))
+    await sock.aclose()
+    return goaways
+
+
+@pytest.mark.parametrize("idle", [SERVE_IDLE_TIMEOUT, None], ids=["default", "never"])
+async def test_serve_closes_idle_connections(
+    root: Path, mock_clock: trio.testing.MockClock, idle: float | None
+) -> None:
+    """By default ``serve`` ends a connection that had no stream for 5 minutes with
+    GOAWAY(NO_ERROR, "max_idle"); with the timeout off it keeps it (virtual time:
+    the clock jumps once everything has waited 0.1 s for real)."""
+    mock_clock.autojump_threshold = 0.1
+    kwargs = {} if idle is not None else {"max_connection_idle": None}
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(
+            lambda task_status: serve(
+                host="127.0.0.1", port=0, root=root, task_status=task_status, **kwargs
+            )
+        )
+        start = trio.current_time()
+        with trio.move_on_after(3600) as hour:
+            goaways = await _goaways_until_eof(port)
+        nursery.cancel_scope.cancel()
+    if idle is None:
+        assert hour.cancelled_caught  # an hour later, still open
+        return
+    assert goaways, "closed without a GOAWAY"
+    at, code, debug = goaways[0]
+    assert (code, debug) == (0, b"max_idle")
+    assert SERVE_IDLE_TIMEOUT <= at - start < SERVE_IDLE_TIMEOUT + 10
 
 
 async def test_small_files_are_cached_for_at_most_a_second(

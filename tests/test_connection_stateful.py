@@ -137,7 +137,7 @@ from trio_h2t import (
 from trio_h2t._connection import ConnectionCore
 from trio_h2t._controlbuf import DEFAULT_THROTTLE_LIMIT
 from trio_h2t._items import Data
-from trio_h2t._outstream import OUT_WAITING
+from trio_h2t._outstream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_WAITING
 from trio_h2t._server import INTERNAL_ERROR_BODY
 from trio_h2t.testing import (
     ChunkedStream,
@@ -1038,6 +1038,34 @@ class ConnectionMachine(RuleBasedStateMachine):
             self._check_ended(who)
         self._check_conservation()
         self._check_drain()
+        for who in (CLIENT, SERVER):
+            self._check_loopy_lists(who)
+
+    def _check_loopy_lists(self, who: str) -> None:
+        """docs/architecture.md, "Who owns what": a stream is on loopy's active list,
+        parked on its own window, or parked on the connection window exactly when its
+        output state says so, and on at most one of them."""
+        core = self._core(who)
+        if core is None:
+            return
+        loopy = core.loopy
+        lists = {
+            OUT_ACTIVE: list(loopy._active),
+            OUT_WAITING: list(loopy._waiting),
+            OUT_CONN_WAITING: list(loopy._conn_waiting),
+        }
+        for state, streams in lists.items():
+            assert len(set(map(id, streams))) == len(streams), f"{who}: a stream twice in {state}"
+            for stream in streams:
+                assert stream._out.state == state, f"{who}: stream {stream.stream_id} misplaced"
+        for side in self._side_objects(who):
+            mine = side.stream
+            assert mine is not None
+            state = mine._out.state
+            if state in lists:
+                assert any(s is mine for s in lists[state]), (
+                    f"{side!r}: output state {state} but not on loopy's list for it"
+                )
 
     def _check_drain(self) -> None:
         """The drain loses nothing: a stream the drain refused never reaches a handler,

@@ -8,6 +8,7 @@ fails it, so the page and the code are changed together.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import trio_h2t
@@ -112,3 +113,137 @@ def test_only_stream_closed_closes_a_stream() -> None:
         ("_streamview.py", "__init__"),
         ("_streamview.py", "aclose"),
     }
+
+
+# ------------------------------------------------------------------ docs/wakeups.md
+
+#: Calls that make a task wait on, or wake, one of the objects below.
+_PARK = {"park", "wait", "wait_task_rescheduled"}
+_WAKE = {"unpark", "unpark_all", "set", "reschedule"}
+
+
+def _is_wait_object(value: ast.expr | None, annotation: ast.expr | None) -> bool:
+    """``trio.Event()``, ``ParkingLot()``, or a field annotated as one (or as a waiter
+    slot, ``trio.lowlevel.Task | None``)."""
+    if isinstance(value, ast.Call):
+        func = value.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in ("Event", "ParkingLot"):
+            return True
+    text = ast.unparse(annotation) if annotation is not None else ""
+    return re.search(r"\btrio\.Event\b|\bParkingLot\b|\blowlevel\.Task\b", text) is not None
+
+
+def _functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Module-level functions and methods, each with its qualified name (nested
+    functions belong to the function around them)."""
+    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found.append((node.name, node))
+        elif isinstance(node, ast.ClassDef):
+            found += [
+                (f"{node.name}.{item.name}", item)
+                for item in node.body
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+            ]
+    return found
+
+
+def _wait_primitives() -> tuple[set[str], set[str]]:
+    """The objects tasks wait on (``Class.field``) and the functions that wait on or
+    wake one (``Class.method`` or ``function``), in the whole package but
+    ``trio_h2t.testing``."""
+    trees = [
+        (path, ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "protos" not in path.parts and "testing" not in path.parts
+    ]
+    objects: set[str] = set()
+    fields: set[str] = set()
+    for _, tree in trees:
+        for qualname, func in _functions(tree):
+            owner = qualname.rpartition(".")[0]
+            for node in ast.walk(func):
+                value: ast.expr | None
+                annotation: ast.expr | None
+                if isinstance(node, ast.Assign):
+                    targets, value, annotation = node.targets, node.value, None
+                elif isinstance(node, ast.AnnAssign):
+                    targets, value, annotation = [node.target], node.value, node.annotation
+                else:
+                    continue
+                if not _is_wait_object(value, annotation):
+                    continue
+                for target in targets:
+                    if isinstance(target, ast.Attribute):
+                        fields.add(target.attr)
+                        if isinstance(target.value, ast.Name) and target.value.id == "self":
+                            objects.add(f"{owner}.{target.attr}")
+    users: set[str] = set()
+    for _, tree in trees:
+        for qualname, func in _functions(tree):
+            # Local names bound to one of those objects (``ack = self.drain_ack = ...``).
+            local: set[str] = set()
+            for node in ast.walk(func):
+                if isinstance(node, ast.Assign) and any(
+                    isinstance(n, ast.Attribute) and n.attr in fields
+                    for part in [*node.targets, node.value]
+                    for n in ast.walk(part)
+                ):
+                    local |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            for node in ast.walk(func):
+                if not isinstance(node, ast.Call):
+                    continue
+                callee = node.func
+                name = (
+                    callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
+                )
+                if name in ("wait_task_rescheduled", "reschedule"):
+                    users.add(qualname)
+                elif name in _PARK | _WAKE and isinstance(callee, ast.Attribute):
+                    on = callee.value
+                    if (isinstance(on, ast.Attribute) and on.attr in fields) or (
+                        isinstance(on, ast.Name) and on.id in local
+                    ):
+                        users.add(qualname)
+    return objects, users
+
+
+def test_the_wakeups_page_names_every_wait_primitive() -> None:
+    """docs/wakeups.md names every parking lot, ``trio.Event`` and waiter slot of the
+    package (as ``Class.field``) and every function that waits on or wakes one, so a
+    new one cannot go undocumented."""
+    page = (PACKAGE.parent / "docs" / "wakeups.md").read_text(encoding="utf-8")
+    objects, users = _wait_primitives()
+    # The detector itself still sees what the page was written from.
+    assert {"ControlBuffer._consumer_lot", "H2Stream._recv_waiter"} <= objects
+    assert {"ConnectionCore.fail", "H2Stream.receive_some", "ControlBuffer.put"} <= users
+    missing = sorted(name for name in objects | users if f"`{name}`" not in page)
+    assert not missing, f"not on docs/wakeups.md: {missing}"
+
+
+# ------------------------------------------------------------------ docs/h2-contract.md
+
+
+def test_the_h2_contract_page_names_every_pinned_internal_and_event() -> None:
+    """docs/h2-contract.md names every private h2/hpack name ``tests/test_h2_guard.py``
+    pins, and says what happens to every event class h2 defines (and our two)."""
+    import h2.events
+    import test_h2_guard
+
+    page = (PACKAGE.parent / "docs" / "h2-contract.md").read_text(encoding="utf-8")
+    pinned = {name for _, name, _ in test_h2_guard.METHODS} | test_h2_guard.ATTRIBUTES
+    events = {
+        name
+        for name, value in vars(h2.events).items()
+        if isinstance(value, type) and issubclass(value, h2.events.Event) and name != "Event"
+    } | {"GoAwayReceived", "PriorityFrameReceived"}
+    assert "DataReceived" in events
+    # A name may be written bare or qualified (`FrameBuffer._data`).
+    missing = sorted(
+        name
+        for name in pinned | events
+        if not re.search(rf"`(?:[\w.]+\.)?{re.escape(name)}`", page)
+    )
+    assert not missing, f"not on docs/h2-contract.md: {missing}"

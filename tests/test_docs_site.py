@@ -132,6 +132,8 @@ def test_the_configuration_page_lists_every_field_with_its_default() -> None:
 
 
 def test_design_pages_draw_their_diagrams(site: Path) -> None:
-    """The architecture page carries its Graphviz diagrams, rendered at build time."""
+    """The architecture page carries its Graphviz diagrams, and "Who wakes whom" its
+    sequence of one request, rendered at build time."""
     text = (site / "architecture.html").read_text(encoding="utf-8")
     assert text.count('class="graphviz') >= 2
+    assert 'class="graphviz' in (site / "wakeups.html").read_text(encoding="utf-8")

@@ -37,6 +37,7 @@ from trio_h2t import (
     ConnectionLostError,
     H2Server,
     H2Stream,
+    KeepaliveTimeoutError,
     ServerConnection,
     TransportConfig,
     open_client_connection,
@@ -464,6 +465,22 @@ async def test_server_loopy_fault_sends_internal_error_goaway() -> None:
     assert after(wire, "HEADERS(1)") == ["HEADERS(1)", "GOAWAY(INTERNAL_ERROR,last=1)", "EOF"]
     assert isinstance(server.error, ConnectionLostError)
     assert isinstance(server.error.__cause__, AssertionError)
+
+
+async def test_server_keepalive_timeout_ping_then_goaway(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A client that sends nothing after the handshake: the server's keepalive PING
+    after server_keepalive_time, then, nothing arriving within keepalive_timeout,
+    GOAWAY(NO_ERROR, last 1), then EOF; the connection's error is KeepaliveTimeoutError."""
+    config = TransportConfig(server_keepalive_time=60, keepalive_timeout=20)
+    started = trio.Event()
+    with trio.fail_after(60 + 20 + 5):
+        async with served(stalling(started), config=config) as (peer, server, _nursery):
+            await open_request(peer)
+            wire = await read_to_eof(peer)
+    assert after(wire, "HEADERS(1)") == ["HEADERS(1)", "PING", "GOAWAY(NO_ERROR,last=1)", "EOF"]
+    assert isinstance(server.error, KeepaliveTimeoutError)
 
 
 async def test_server_handshake_timeout_silent_client(autojump_clock: trio.abc.Clock) -> None:

@@ -505,6 +505,31 @@ async def test_open_streams_past_the_limit_are_refused_then_cut_off() -> None:
     outcome.assert_probe_served()
 
 
+async def test_refused_streams_are_forgotten_at_once() -> None:
+    """A peer that holds its one allowed stream open and opens 500 more (all refused)
+    leaves h2's stream table at that one stream: a refused stream used to stay there
+    until some stream of ours closed, so a peer refusing flood_rate streams a second
+    while holding its streams grew it without bound."""
+    import h2.config
+    import h2.events
+    from helpers import REQUEST, UnlimitedH2Connection, open_peer_client
+
+    async def handler(stream: H2Stream) -> None:
+        await trio.sleep_forever()
+
+    config = TransportConfig(max_concurrent_streams=1, flood_burst=10_000)
+    peer_h2 = UnlimitedH2Connection(h2.config.H2Configuration(client_side=True))
+    async with open_peer_client(handler, server_config=config, h2_conn=peer_h2) as (peer, core):
+        await peer.read_until(lambda: core.settings_acked)
+        for i in range(501):
+            peer.h2.send_headers(2 * i + 1, REQUEST, end_stream=True)
+        await peer.flush()
+        await peer.read_until(lambda: len(peer.events_of(h2.events.StreamReset)) == 500)
+        assert core.error is None
+        assert list(core.h2.streams) == [1]
+        assert core.open_streams == 1
+
+
 # ============================================================ header blocks
 
 

@@ -27,9 +27,12 @@ import hpack.table
 import pytest
 from h2.errors import ErrorCodes
 from hpack import Encoder
+from hyperframe.exceptions import InvalidPaddingError
+from hyperframe.frame import HeadersFrame
 
 import trio_h2t
 from trio_h2t._h2fast import FastStream
+from trio_h2t._h2fixes import FixedFrameBuffer
 from trio_h2t._hpack import CachingDecoder, HeaderListTooLarge, ReadOnDecoder
 
 #: (class, private method, parameter names we rely on).
@@ -128,6 +131,7 @@ OURS = {
     "_slots",
     "_stream_class",
     "_trace_frames",
+    "_unpad_headers",
     "_validated",
 }
 
@@ -238,3 +242,35 @@ def test_h2_wraps_the_decoders_oversize_error_keeping_its_cause(decoder_class: t
         h2.connection._decode_headers(decoder, block)
     assert isinstance(info.value.__cause__, HeaderListTooLarge)
     assert info.value.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+
+
+def test_hyperframe_still_gets_headers_padding_wrong() -> None:
+    """hyperframe's ``HeadersFrame.parse_body`` refuses padding that leaves the field
+    block fragment empty and accepts padding that runs into the priority fields,
+    both against RFC 9113 §6.2: why ``FixedFrameBuffer._unpad_headers`` decides from
+    the raw bytes. If this fails, hyperframe was fixed and the patch may go."""
+    empty = HeadersFrame(1)
+    empty.flags.add("PADDED")
+    with pytest.raises(InvalidPaddingError):
+        empty.parse_body(memoryview(b"\x03" + b"\x00" * 3))
+    overlong = HeadersFrame(1)
+    overlong.flags.add("PADDED")
+    overlong.flags.add("PRIORITY")
+    overlong.parse_body(memoryview(b"\x06" + b"\x00\x00\x00\x00\x0f" + b"\x00" * 3))
+    assert overlong.data == b""
+
+
+def test_the_frame_buffer_takes_the_padding_rule_from_the_raw_bytes() -> None:
+    """A padded HEADERS whose padding takes all the rest is parsed as the same frame
+    without padding, before h2's FrameBuffer parses it; padding one octet longer is
+    InvalidPaddingError (a PROTOCOL_ERROR in ``FixedConnection.receive_data``)."""
+    buffer = FixedFrameBuffer(server=True)
+    buffer.max_frame_size = 16_384
+    buffer.add_data(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+    buffer.add_data(b"\x00\x00\x04\x01\x0d\x00\x00\x00\x01" + b"\x03" + b"\x00" * 3)
+    frame = next(buffer)
+    assert isinstance(frame, HeadersFrame)
+    assert (frame.data, frame.flags) == (b"", {"END_STREAM", "END_HEADERS"})
+    buffer.add_data(b"\x00\x00\x04\x01\x0d\x00\x00\x00\x03" + b"\x04" + b"\x00" * 3)
+    with pytest.raises(InvalidPaddingError):
+        next(buffer)

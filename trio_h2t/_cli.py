@@ -338,12 +338,24 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+#: ``trio-h2t serve``'s default ``max_connection_idle``, in seconds. The library's
+#: default is None (as grpc-go: an application behind a balancer may want its
+#: connections kept), but this command faces the network with nothing in front: a
+#: client that opens connections and leaves them idle would hold each one (about
+#: 37 KiB, docs/security.md) until it closes it. Five minutes keeps a connection
+#: across the pauses of an interactive client, and a client that finds it closed
+#: just reconnects (the GOAWAY says no stream was lost); abandoned connections then
+#: last minutes, not forever. ``--max-connection-idle`` changes it.
+SERVE_IDLE_TIMEOUT = 300.0
+
+
 async def serve(
     *,
     host: str,
     port: int,
     root: str | os.PathLike[str],
     max_concurrent_streams: int = 100,
+    max_connection_idle: float | None = SERVE_IDLE_TIMEOUT,
     ssl_context: ssl.SSLContext | None = None,
     reuse_port: bool = False,
     supervised: bool = False,
@@ -355,10 +367,14 @@ async def serve(
     a second one cancels the drain. With ``ssl_context``, HTTP/2 over TLS (ALPN
     "h2"); with ``reuse_port``, the port is bound with ``SO_REUSEPORT`` (a worker of
     ``--workers``); with ``supervised``, EOF on stdin (the supervisor is gone) stops
-    the server as the first signal does. Checkpoint: always.
+    the server as the first signal does. A connection with no open stream for
+    ``max_connection_idle`` seconds is closed gracefully (GOAWAY NO_ERROR,
+    ``max_idle``; None: never). Checkpoint: always.
     """
     handler = make_handler(root)
-    config = TransportConfig(max_concurrent_streams=max_concurrent_streams)
+    config = TransportConfig(
+        max_concurrent_streams=max_concurrent_streams, max_connection_idle=max_connection_idle
+    )
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             server = await nursery.start(
@@ -542,6 +558,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _idle_seconds(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: never), not {text}")
+    return value or None
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -569,6 +595,14 @@ def _build_parser() -> argparse.ArgumentParser:
         default=100,
         metavar="N",
         help="SETTINGS_MAX_CONCURRENT_STREAMS to advertise (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-connection-idle",
+        type=_idle_seconds,
+        default=SERVE_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection that has had no open stream this long (GOAWAY NO_ERROR,"
+        " max_idle); 0: never (default: %(default).0f)",
     )
     p.add_argument("--certfile", metavar="FILE", help="PEM certificate chain: serve over TLS")
     p.add_argument("--keyfile", metavar="FILE", help="PEM private key (with --certfile)")
@@ -692,6 +726,7 @@ def _supervise(args: argparse.Namespace) -> int:
         command = [sys.executable, "-m", "trio_h2t", "serve", "--reuse-port", "--supervised"]
         command += ["--host", args.host, "--port", str(port), "--root", args.root]
         command += ["--max-concurrent-streams", str(args.max_concurrent_streams)]
+        command += ["--max-connection-idle", repr(args.max_connection_idle or 0)]
         scheme = "http"
         if args.certfile is not None:
             command += ["--certfile", args.certfile]
@@ -736,6 +771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         port=args.port,
                         root=args.root,
                         max_concurrent_streams=args.max_concurrent_streams,
+                        max_connection_idle=args.max_connection_idle,
                         ssl_context=ssl_context,
                         reuse_port=args.reuse_port,
                         supervised=args.supervised,

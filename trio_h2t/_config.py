@@ -159,7 +159,11 @@ class TransportConfig:
     server_keepalive_time: float | None = 7200.0
     #: Server: close gracefully (GOAWAY NO_ERROR, debug data ``max_idle``) a
     #: connection that has had no open stream for this many seconds. None (the
-    #: default, as grpc-go): never.
+    #: default, as grpc-go): never, for servers behind a balancer or with clients
+    #: that keep pooled connections on purpose; but then an idle connection costs
+    #: about 37 KiB for as long as its client keeps it open, so a server facing
+    #: the network should set it (``trio-h2t serve`` uses 300 s) or cap
+    #: max_connections.
     max_connection_idle: float | None = None
     #: Server: close gracefully (GOAWAY NO_ERROR, debug data ``max_age``) a
     #: connection this many seconds old, plus or minus a random 10 % (so connections

@@ -274,6 +274,11 @@ class ConnectionCore:
             self.h2.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
         except StreamClosedError:
             return False
+        finally:
+            # No stream_closed will ever prune it: a peer holding its streams open
+            # while it is refused (up to flood_rate a second) grew h2's table
+            # forever.
+            self.h2.prune_closed_streams(stream_id)
         self._put(PeerResponse("rst"))
         return True
 

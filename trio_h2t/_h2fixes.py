@@ -38,7 +38,9 @@ The patches, by kind (section markers in the code below use the same numbers):
    (§6.4); on a client, a server whose first 9 bytes are not a SETTINGS frame
    header (an HTTP/1.1 response, an SSH banner) is refused at once, quoting them
    (§3.4); on a client, HEADERS on an even stream (the server never pushed:
-   ENABLE_PUSH is 0) is a PROTOCOL_ERROR, not a reset of that stream (§5.1.1). (A
+   ENABLE_PUSH is 0) is a PROTOCOL_ERROR, not a reset of that stream (§5.1.1); a
+   padded HEADERS whose padding leaves its fragment empty is valid, and padding
+   that runs into its priority fields is a PROTOCOL_ERROR (§6.2). (A
    PUSH_PROMISE from a client, §8.4, needs no patch: h2's
    ``_receive_push_promise_frame`` refuses it before decoding, since a server's
    SETTINGS_ENABLE_PUSH is 0.)
@@ -142,6 +144,8 @@ _PUSH_PROMISE = 0x5
 _WINDOW_UPDATE = 0x8
 _CONTINUATION = 0x9
 _END_HEADERS = 0x4
+_PADDED = 0x8
+_PRIORITY = 0x20
 
 
 class PriorityFrameReceived(h2.events.Event):
@@ -184,6 +188,19 @@ class FixedFrameBuffer(FrameBuffer):
       counts 32 bytes more than its name and value; HPACK spends at most a few on
       it), so such a block decodes to a list past the size whose decoding
       ``_hpack.ReadOnDecoder`` stops as a connection error anyway.
+    - §6.2: a padded HEADERS frame's padding may take all that follows the Pad
+      Length (and priority) fields, leaving an empty field block fragment; only
+      padding *longer* than that is a PROTOCOL_ERROR. hyperframe's
+      ``HeadersFrame.parse_body`` is off by one both ways: it refuses padding that
+      leaves the fragment empty (the padding's length is compared with what
+      follows Pad Length, priority fields included, with ``>=``), and accepts
+      padding that runs into the priority fields. Go's x/net ``http2`` had the same
+      fencepost (golang/go#47851). We decide from the raw bytes: too long raises
+      ``InvalidPaddingError`` (PROTOCOL_ERROR); exactly the rest is rewritten, in
+      the buffer, as the same frame without padding (HEADERS padding is not flow
+      controlled, so nothing else sees the difference). An empty fragment that
+      ends the block is an empty header block: a malformed request (§8.1.1,
+      patch 5's stream error), not a framing error.
     """
 
     def __init__(self, server: bool = False) -> None:
@@ -207,6 +224,23 @@ class FixedFrameBuffer(FrameBuffer):
             )
         self._block_size = 0 if end else size
 
+    def _unpad_headers(self, length: int) -> None:
+        # A complete padded HEADERS frame at the buffer's start (docstring, §6.2).
+        data = self._data
+        fields = 1 + (5 if data[4] & _PRIORITY else 0)  # Pad Length, priority
+        if length < fields:
+            return  # too short for its fields: hyperframe's FRAME_SIZE_ERROR
+        padding = data[9]
+        rest = length - fields
+        if padding > rest:
+            raise InvalidPaddingError(
+                f"HEADERS padding of {padding} bytes, but {rest} follow its fields"
+            )
+        if padding == rest:  # an empty fragment: the frame without its padding
+            kept = data[10 : 9 + fields]
+            header = len(kept).to_bytes(3, "big") + bytes([data[3], data[4] & ~_PADDED]) + data[5:9]
+            data[: 9 + length] = header + kept
+
     def __next__(self) -> Any:
         data = self._data
         if len(data) >= 9:
@@ -223,11 +257,14 @@ class FixedFrameBuffer(FrameBuffer):
                     f"frame of {length} bytes, over our SETTINGS_MAX_FRAME_SIZE "
                     f"{self.max_frame_size}"
                 )
-            if kind == _CONTINUATION or (
-                kind in (_HEADERS, _PUSH_PROMISE) and not data[4] & _END_HEADERS
+            complete = len(data) >= 9 + length  # h2 is about to take the frame
+            if complete and (
+                kind == _CONTINUATION
+                or (kind in (_HEADERS, _PUSH_PROMISE) and not data[4] & _END_HEADERS)
             ):
-                if len(data) >= 9 + length:  # complete: h2 is about to take it
-                    self._count_block(kind, length, data[4] & _END_HEADERS)
+                self._count_block(kind, length, data[4] & _END_HEADERS)
+            if complete and kind == _HEADERS and data[4] & _PADDED:
+                self._unpad_headers(length)
             elif kind == _WINDOW_UPDATE and length == 4 and len(data) >= 13:
                 data[9] &= 0x7F
             elif kind == _SETTINGS and data[4] & 0x1 and length:

@@ -15,6 +15,7 @@ from hyperframe.frame import (
     PingFrame,
     PriorityFrame,
     PushPromiseFrame,
+    RstStreamFrame,
 )
 
 from .harness import (
@@ -145,6 +146,56 @@ def test_6_2_headers_too_short_for_priority_fields(conn: H2Client) -> None:
         frame_bytes(FrameType.HEADERS, END_STREAM | END_HEADERS | PRIORITY, 1, b"\x00\x00\x00")
     )
     conn.expect_connection_error(ErrorCode.FRAME_SIZE_ERROR)
+
+
+def test_6_2_padding_may_leave_the_fragment_empty(conn: H2Client) -> None:
+    """RFC 9113 §6.2: padding that takes all the payload after Pad Length leaves an
+    empty field block fragment, which is valid: the block continues in CONTINUATION
+    and the request is served (beyond h2spec; a fuzz finding: hyperframe refuses it
+    and we answered GOAWAY(PROTOCOL_ERROR))."""
+    block = conn.encode_headers(request_headers())
+    conn.send(
+        frame_bytes(FrameType.HEADERS, END_STREAM | PADDED, 1, b"\x03" + b"\x00" * 3),
+        frame_bytes(FrameType.CONTINUATION, END_HEADERS, 1, block),
+    )
+    assert conn.read_response(1).status == 200
+
+
+def test_6_2_padding_with_priority_may_leave_the_fragment_empty(conn: H2Client) -> None:
+    """RFC 9113 §6.2: the same with the priority fields: Pad Length 3, 5 priority
+    octets, 3 octets of padding, an empty fragment (beyond h2spec)."""
+    block = conn.encode_headers(request_headers())
+    payload = b"\x03" + b"\x00\x00\x00\x00\x0f" + b"\x00" * 3
+    conn.send(
+        frame_bytes(FrameType.HEADERS, END_STREAM | PADDED | PRIORITY, 1, payload),
+        frame_bytes(FrameType.CONTINUATION, END_HEADERS, 1, block),
+    )
+    assert conn.read_response(1).status == 200
+
+
+def test_6_2_padding_running_into_the_priority_fields(conn: H2Client) -> None:
+    """RFC 9113 §6.2: padding longer than what follows the priority fields is a
+    connection error PROTOCOL_ERROR: Pad Length 6 with 5 priority octets and 3 more
+    (hyperframe compares it with all 8 and accepts it; beyond h2spec)."""
+    payload = b"\x06" + b"\x00\x00\x00\x00\x0f" + b"\x00" * 3
+    conn.send(
+        frame_bytes(FrameType.HEADERS, END_STREAM | END_HEADERS | PADDED | PRIORITY, 1, payload)
+    )
+    conn.expect_connection_error(ErrorCode.PROTOCOL_ERROR)
+
+
+def test_6_2_padded_empty_header_block_is_a_malformed_request(conn: H2Client) -> None:
+    """RFC 9113 §6.2, §8.1.1: a padded HEADERS with END_HEADERS and an empty fragment
+    is an empty header block, a request without its pseudo-header fields: malformed,
+    a stream error PROTOCOL_ERROR; the connection stays (beyond h2spec)."""
+    conn.send(
+        frame_bytes(FrameType.HEADERS, END_STREAM | END_HEADERS | PADDED, 1, b"\x03" + b"\x00" * 3)
+    )
+    rst = conn.expect_frame(RstStreamFrame, 1)
+    assert rst.error_code == ErrorCode.PROTOCOL_ERROR
+    conn.ping()
+    conn.send_request(3)
+    assert conn.read_response(3).status == 200
 
 
 ################################################################
