@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import h2.events
 import pytest
@@ -661,7 +662,7 @@ async def test_serve_closes_idle_connections(
     GOAWAY(NO_ERROR, "max_idle"); with the timeout off it keeps it (virtual time:
     the clock jumps once everything has waited 0.1 s for real)."""
     mock_clock.autojump_threshold = 0.1
-    kwargs = {} if idle is not None else {"max_connection_idle": None}
+    kwargs: dict[str, Any] = {} if idle is not None else {"max_connection_idle": None}
     async with trio.open_nursery() as nursery:
         port = await nursery.start(
             lambda task_status: serve(

@@ -26,6 +26,7 @@ from hypothesis import given, strategies as st
 
 from trio_h2t import H2Stream, TransportConfig, open_client_connection, serve_connection
 from trio_h2t._connection import ConnectionCore
+from trio_h2t._h2fixes import FixedFrameBuffer
 from trio_h2t._server import PRE_ACK_STREAM_LIMIT
 from trio_h2t.testing import (
     PREFACE,
@@ -129,8 +130,10 @@ def budget_violations(core: ConnectionCore, *, between_reads: bool) -> list[str]
     if between_reads and len(buffer._data) > 9 + config.max_frame_size:
         found.append(f"{len(buffer._data)} bytes in h2's frame buffer between reads")
     block = sum(len(frame.data) for frame in buffer._headers_buffer)
-    if block > buffer.max_header_block:
-        found.append(f"a header block of {block} bytes buffered, cap {buffer.max_header_block}")
+    assert isinstance(buffer, FixedFrameBuffer)  # the reader's, with the block cap
+    cap = buffer.max_header_block
+    if block > cap:
+        found.append(f"a header block of {block} bytes buffered, cap {cap}")
     table = h2_conn.decoder.header_table
     if table._current_size > h2_conn.decoder.max_allowed_table_size:
         found.append(
