@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 import trio
 import trio.testing
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, precondition, rule
+from hypothesis.stateful import precondition, rule
 
 from trio_h2t._client import ClientConnection
 from trio_h2t._exceptions import (
@@ -53,8 +53,7 @@ from trio_h2t._exceptions import (
 from trio_h2t._stream import H2Stream
 
 from ._machine import _picks, _rarely, _WorldMachine
-from ._pairs import Chunking
-from ._strategies import bodies, chunkings, transport_configs
+from ._strategies import bodies
 
 __all__ = ["Call", "ClientMachine", "ServerExchange"]
 
@@ -253,36 +252,6 @@ class ClientMachine(_WorldMachine):
             call.done.set()
 
     # ------------------------------------------------------------------ rules
-
-    @initialize(
-        client_config=transport_configs(),
-        server_config=transport_configs(),
-        client_chunking=chunkings(),
-        server_chunking=chunkings(),
-        capacity=st.sampled_from([None, None, 1000, 65_536]),
-        rnd=st.random_module(),
-    )
-    def start_world(
-        self,
-        client_config: Any,
-        server_config: Any,
-        client_chunking: Chunking,
-        server_chunking: Chunking,
-        capacity: int | None,
-        rnd: Any,
-    ) -> None:
-        """Start the world: server, client and link, all drawn; Trio's scheduler
-        seeded by ``rnd``."""
-        del rnd  # drawing it seeded Trio's scheduler for this example
-        self._start(
-            {
-                "client_config": client_config,
-                "server_config": server_config,
-                "client_chunking": client_chunking,
-                "server_chunking": server_chunking,
-                "capacity": capacity,
-            }
-        )
 
     @precondition(lambda self: len(self.calls) < self.max_calls and self._client_nursery)
     @rule(data=st.data())

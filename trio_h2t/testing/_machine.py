@@ -287,6 +287,36 @@ class _WorldMachine(RuleBasedStateMachine):
         finally:
             self._handlers_running -= 1
 
+    @initialize(
+        client_config=transport_configs(),
+        server_config=transport_configs(),
+        client_chunking=chunkings(),
+        server_chunking=chunkings(),
+        capacity=st.sampled_from([None, None, 1000, 65_536]),
+        rnd=st.random_module(),
+    )
+    def start_world(
+        self,
+        client_config: Any,
+        server_config: Any,
+        client_chunking: Chunking,
+        server_chunking: Chunking,
+        capacity: int | None,
+        rnd: Any,
+    ) -> None:
+        """Start the world: server, client and link, all drawn; Trio's scheduler
+        seeded by ``rnd``."""
+        del rnd  # drawing it seeded Trio's scheduler for this example
+        self._start(
+            {
+                "client_config": client_config,
+                "server_config": server_config,
+                "client_chunking": client_chunking,
+                "server_chunking": server_chunking,
+                "capacity": capacity,
+            }
+        )
+
     def _start(self, config: dict[str, Any]) -> None:
         """Start the guest run of ``_main(config)`` and settle it."""
         logging.getLogger("trio_h2t").addHandler(self._faults)
@@ -588,36 +618,6 @@ class HandlerMachine(_WorldMachine):
                 return
 
     # ------------------------------------------------------------------ rules
-
-    @initialize(
-        client_config=transport_configs(),
-        server_config=transport_configs(),
-        client_chunking=chunkings(),
-        server_chunking=chunkings(),
-        capacity=st.sampled_from([None, None, 1000, 65_536]),
-        rnd=st.random_module(),
-    )
-    def start_world(
-        self,
-        client_config: Any,
-        server_config: Any,
-        client_chunking: Chunking,
-        server_chunking: Chunking,
-        capacity: int | None,
-        rnd: Any,
-    ) -> None:
-        """Start the world: server, client and link, all drawn; Trio's scheduler
-        seeded by ``rnd``."""
-        del rnd  # drawing it seeded Trio's scheduler for this example
-        self._start(
-            {
-                "client_config": client_config,
-                "server_config": server_config,
-                "client_chunking": client_chunking,
-                "server_chunking": server_chunking,
-                "capacity": capacity,
-            }
-        )
 
     @precondition(lambda self: len(self.exchanges) < self.max_exchanges and self._alive())
     @rule(headers=request_headers(methods=("POST", "PUT"), max_header_list_size=2048))
