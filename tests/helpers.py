@@ -12,6 +12,8 @@
 - :class:`UnlimitedH2Connection` is a raw h2 client that ignores MAX_CONCURRENT_STREAMS
   and survives a GOAWAY, to play a misbehaving or racing peer.
 - :func:`h2t_tasks` lists the trio_h2t tasks still running (for leak checks).
+- :func:`take_frames` parses the complete frames a raw socket client has buffered
+  (hyperframe objects, for tests that read a server's frames off TCP).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ __all__ = [
     "open_peer_client",
     "open_peer_server",
     "pattern",
+    "take_frames",
 ]
 
 Handler = Callable[[H2Stream], Awaitable[None]]
@@ -76,6 +79,20 @@ def pattern(n: int, seed: int = 0) -> bytes:
     block = bytes((i * 7 + seed) % 251 for i in range(251))
     reps = n // len(block) + 1
     return (block * reps)[:n]
+
+
+def take_frames(buf: bytearray) -> list[Frame]:
+    """Remove the complete frames at the start of ``buf`` and return them, parsed by
+    hyperframe; an incomplete frame stays in ``buf`` for the next read to complete."""
+    frames: list[Frame] = []
+    while len(buf) >= 9:
+        frame, length = Frame.parse_frame_header(memoryview(buf[:9]))
+        if len(buf) < 9 + length:
+            break
+        frame.parse_body(memoryview(buf[9 : 9 + length]))
+        del buf[: 9 + length]
+        frames.append(frame)
+    return frames
 
 
 def h2t_tasks() -> list[trio.lowlevel.Task]:

@@ -23,7 +23,7 @@ import h2.events
 import pytest
 import trio
 import trio.testing
-from helpers import open_peer_client
+from helpers import open_peer_client, take_frames
 
 import trio_h2t
 from trio_h2t._cli import (
@@ -634,20 +634,15 @@ def test_serve_idle_timeout_flag(args: tuple[str, ...], idle: float | None) -> N
 async def _goaways_until_eof(port: int) -> list[tuple[float, int, bytes]]:
     """A raw client that sends its preface and SETTINGS, then only reads: the time
     (trio's clock), code and debug data of each GOAWAY until the server closes."""
-    from hyperframe.frame import Frame, GoAwayFrame, SettingsFrame
+    from hyperframe.frame import GoAwayFrame, SettingsFrame
 
     sock = await trio.open_tcp_stream("127.0.0.1", port)
     await sock.send_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + SettingsFrame(0).serialize())
     goaways = []
-    buf = b""
+    buf = bytearray()
     while data := await sock.receive_some(65536):
         buf += data
-        while len(buf) >= 9:
-            frame, length = Frame.parse_frame_header(memoryview(buf[:9]))
-            if len(buf) < 9 + length:
-                break
-            frame.parse_body(memoryview(buf[9 : 9 + length]))
-            buf = buf[9 + length :]
+        for frame in take_frames(buf):
             if isinstance(frame, GoAwayFrame):
                 goaways.append((trio.current_time(), frame.error_code, frame.additional_data))
     await sock.aclose()

@@ -29,10 +29,10 @@ import trio
 import trio.lowlevel
 import trio.testing
 from h2.errors import ErrorCodes
+from helpers import take_frames
 from hyperframe.frame import (
     ContinuationFrame,
     DataFrame,
-    Frame,
     GoAwayFrame,
     HeadersFrame,
     PingFrame,
@@ -186,14 +186,8 @@ class Attacker:
             if not data:
                 self.closed.set()
                 return
-            buf = self._buf
-            buf += data
-            while len(buf) >= 9:
-                frame, length = Frame.parse_frame_header(memoryview(buf[:9]))
-                if len(buf) < 9 + length:
-                    break
-                frame.parse_body(memoryview(buf[9 : 9 + length]))
-                del buf[: 9 + length]
+            self._buf += data
+            for frame in take_frames(self._buf):
                 if isinstance(frame, GoAwayFrame):
                     self.goaways.append(frame)
                 elif isinstance(frame, RstStreamFrame):
