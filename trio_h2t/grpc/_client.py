@@ -540,6 +540,18 @@ def _to_float(timeout: float | None) -> float:
     return float(timeout)
 
 
+def _deadlines(timeout: float | None) -> tuple[float, float]:
+    """A call's own deadline (``timeout`` from now; inf without one) and the deadline
+    it sends as ``grpc-timeout`` (the earlier of that and the caller's effective one)."""
+    if timeout is None:
+        return math.inf, trio.current_effective_deadline()
+    now = trio.current_time()
+    own = now + _to_float(timeout)
+    if own <= now:
+        raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded (timeout <= 0)")
+    return own, min(own, trio.current_effective_deadline())
+
+
 @asynccontextmanager
 async def _unwrap_single() -> AsyncIterator[None]:
     try:
@@ -756,16 +768,7 @@ class _CallOpener:
         channel = self._channel
         if channel._closing:
             raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
-        timeout = self._timeout
-        if timeout is None:
-            own = math.inf
-            deadline = trio.current_effective_deadline()
-        else:
-            now = trio.current_time()
-            own = now + _to_float(timeout)
-            if own <= now:
-                raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded (timeout <= 0)")
-            deadline = min(own, trio.current_effective_deadline())
+        own, deadline = _deadlines(self._timeout)
         encoding = channel._encoding_for(self._compression)
         method = self._method
         headers = channel._headers(method, deadline, self._metadata, encoding)
@@ -897,20 +900,66 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         Raises:
             RpcError: any status but OK (DEADLINE_EXCEEDED when ``timeout`` expires).
         """
-        if timeout is not None:
-            # with_call's body, not a call of it: one coroutine less per call.
-            async with _CallOpener(
-                self._channel,
-                self.method,
-                self._serializer,
-                self._deserializer,
-                timeout,
-                metadata,
-                compression,
-            ) as call:
-                await call._send(request, end=True)
-                response: Resp = await call.receive_response()
-            return response
+        # _CallOpener's work and receive_response's body, inline: while the call
+        # waits for its response, this coroutine and the Call are all the layer keeps
+        # (no _CallOpener, no bound __aexit__ of a with statement, no coroutine per
+        # receiving step). The cyclic collector's work grows with what calls in flight
+        # keep (benchmarks/README.md, "Why W1's p99 misses").
+        await trio.lowlevel.checkpoint_if_cancelled()
+        channel = self._channel
+        if channel._closing:
+            raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
+        own, deadline = _deadlines(timeout)
+        encoding = channel._encoding_for(compression)
+        method = self.method
+        opener = channel._conn.open_stream(channel._headers(method, deadline, metadata, encoding))
+        channel._active += 1
+        scope = None
+        try:
+            if own != math.inf:
+                scope = trio.CancelScope(deadline=own)
+                scope.__enter__()
+            try:
+                try:
+                    stream = await opener.__aenter__()
+                except _TRANSPORT_ERRORS as exc:
+                    raise RpcError(*_error_from_transport(exc)) from exc
+                call: Call[Any, Any] = Call._create(
+                    channel, stream, method, self._serializer, self._deserializer, encoding
+                )
+                try:
+                    await call._send(request, end=True)
+                    # Opening and sending were checkpoints: none of its own here. The
+                    # wait for the headers is in this frame (see Call._need_headers).
+                    if call._need_headers():
+                        try:
+                            head = await stream.receive_headers()
+                        except _TRANSPORT_ERRORS as exc:
+                            call._headers_lost(exc)
+                        call._take_headers(head)
+                    payload = await call._next_payload()
+                    if payload is None:
+                        raise call._fail(StatusCode.INTERNAL, "the server sent no response message")
+                    if await call._next_payload() is not None:
+                        raise call._fail(
+                            StatusCode.INTERNAL, "the server sent more than one response message"
+                        )
+                    response: Resp = call._deserialize(payload)
+                except BaseException as exc:
+                    await opener.__aexit__(type(exc), exc, exc.__traceback__)
+                    raise
+                await opener.__aexit__(None, None, None)
+            except BaseException as exc:
+                if scope is None or not scope.__exit__(type(exc), exc, exc.__traceback__):
+                    raise
+                # Our own deadline's cancellation, caught by our scope: the call timed out
+                # (waiting for stream quota, or for the response).
+                raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+            if scope is not None:
+                scope.__exit__(None, None, None)
+        finally:
+            channel._call_ended()
+        return response
         # No timeout: no deadline scope of its own, so none of _CallOpener's work but
         # its stream's, done here; and receive_response's body inline. While the call
         # waits for its response, this coroutine and the Call are all the layer keeps
