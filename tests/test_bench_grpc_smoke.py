@@ -51,6 +51,31 @@ def test_trio_h2t_preset_completes_ok_calls(preset: str, generated: Path) -> Non
     assert not math.isnan(result["server_cpu_s"])
 
 
+@pytest.mark.parametrize("gc_freeze", [False, True])
+def test_gc_freeze_freezes_both_processes_or_neither(gc_freeze: bool, generated: Path) -> None:
+    """``--gc-freeze`` reaches the server and the client process alike; without it
+    neither freezes anything (the collector as Python sets it)."""
+    result = grpc_peers.run_one(
+        "trio_h2t",
+        "w1",
+        python=sys.executable,
+        gen=generated,
+        duration=0.2,
+        warmup=0.1,
+        timeout=120.0,
+        min_calls=1,
+        gc_freeze=gc_freeze,
+    )
+    assert result["errors"] == 0, result["first_error"]
+    if gc_freeze:
+        # start-up's objects: the modules, trio's, the connection (tens of thousands)
+        assert result["server_gc_frozen"] > 10_000
+        assert result["gc_frozen"] > 10_000
+    else:
+        assert result["server_gc_frozen"] == 0
+        assert result["gc_frozen"] == 0
+
+
 def test_presets_are_the_issue_workloads() -> None:
     """The named presets carry the configurations the benchmark is asked to measure."""
     p = grpc_peers.PRESETS

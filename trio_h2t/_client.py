@@ -79,7 +79,9 @@ class _StreamOpener:
         rule: BodyRule | None,
     ) -> None:
         self._core = core  # immutable after init
-        self._headers = headers  # immutable after init: checked (validate_to_send), bytes
+        # owner: stream task. Checked (validate_to_send), bytes; handed to StartStream
+        # on entering, then dropped: not kept for the life of the request.
+        self._headers: HeaderList | None = headers
         self._end_stream = end_stream  # immutable after init
         # immutable after init: what our content-length lets the body be (body_rule).
         self._body_rule = rule
@@ -96,8 +98,11 @@ class _StreamOpener:
         if self._end_stream:
             stream._end_queued = True
         self._stream = stream
+        headers = self._headers
+        assert headers is not None
+        self._headers = None
         try:
-            core.cbuf.put(StartStream(self._headers, self._end_stream, self, stream))
+            core.cbuf.put(StartStream(headers, self._end_stream, self, stream))
         except ConnectionClosingError:
             core.release_stream_quota()
             raise core.closing_error() from None

@@ -35,6 +35,13 @@ import only what their implementation needs (purerpc's interpreter has no trio_h
 dependencies beyond trio). ``--profile FILE`` (trio_h2t only) runs the server under
 cProfile and dumps its statistics when the run ends.
 
+``--gc-freeze`` applies the same thing to every implementation's server and client
+process alike: ``gc.collect()`` then ``gc.freeze()`` once started (the server
+listening, the client connected, before any call), so CPython's cyclic collector
+no longer walks the objects of start-up (the modules, the event loop, the
+connection) in its full collections: what an application may do after start-up
+(``docs/grpc.md``, "Latency and the cyclic collector"). Off by default.
+
 Run: ``.venv/bin/python benchmarks/peers/grpc_peers.py --rounds 5`` (all presets,
 about 1 min per preset with four implementations), or
 ``--preset w1 --preset w4 --impl trio_h2t --impl grpcio``.
@@ -43,6 +50,7 @@ about 1 min per preset with four implementations), or
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import math
@@ -195,12 +203,26 @@ def summary(window: Window, cpu: float, wall: float) -> dict[str, Any]:
         "errors": window.errors,
         "bad_size": window.bad_size,
         "first_error": window.first_error,
+        "gc_frozen": gc.get_freeze_count(),
     }
+
+
+def started(args: argparse.Namespace) -> None:
+    """A role process is started (imports done, listening or connected): with
+    ``--gc-freeze``, move every object tracked so far out of the collector's reach."""
+    if args.gc_freeze:
+        gc.collect()
+        gc.freeze()
 
 
 def mark(word: str) -> None:
     sys.stdout.write(word + "\n")
     sys.stdout.flush()
+
+
+def mark_port(port: int) -> None:
+    """The server's first line: its port, and the objects it froze (``--gc-freeze``)."""
+    mark(f"PORT {port} {gc.get_freeze_count()}")
 
 
 def trio_h2t_sessions(channel: Any, pb2: Any) -> tuple[Session, Session]:
@@ -279,6 +301,7 @@ async def trio_client(args: argparse.Namespace, preset: Preset) -> dict[str, Any
         else:
             unary, pingpong = purerpc_sessions(stubs.BenchStub(channel))
         session = unary if preset.kind == "unary" else pingpong
+        started(args)
         async with trio.open_nursery() as nursery:
             for _ in range(preset.concurrency):
                 nursery.start_soon(worker_loop, session, request, window, trio.sleep)
@@ -366,6 +389,7 @@ async def asyncio_client(args: argparse.Namespace, preset: Preset) -> dict[str, 
 
         closers.append(achannel.close)
     session = unary if preset.kind == "unary" else pingpong
+    started(args)
     tasks = [
         asyncio.ensure_future(worker_loop(session, request, window, asyncio.sleep))
         for _ in range(preset.concurrency)
@@ -440,7 +464,8 @@ async def trio_h2t_server(args: argparse.Namespace) -> None:
     async with trio_h2t.open_server(
         tg.Server([handlers]), 0, host="127.0.0.1", config=config
     ) as h2server:
-        mark(f"PORT {h2server.port}")
+        started(args)
+        mark_port(h2server.port)
         await wait_stdin_eof()
 
 
@@ -473,7 +498,8 @@ async def purerpc_server(args: argparse.Namespace) -> None:
     server.add_service(Servicer().service)
     async with trio.open_nursery() as nursery:
         port = await nursery.start(server.serve_async)
-        mark(f"PORT {port}")
+        started(args)
+        mark_port(port)
         await wait_stdin_eof()
         nursery.cancel_scope.cancel()
 
@@ -525,7 +551,8 @@ async def asyncio_server(args: argparse.Namespace) -> None:
         servicers.add_BenchServicer_to_server(AioServicer(), aserver)
         port = aserver.add_insecure_port("127.0.0.1:0")
         await aserver.start()
-    mark(f"PORT {port}")
+    started(args)
+    mark_port(port)
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     while await reader.read(1024):
@@ -591,6 +618,7 @@ def run_one(
     profile: str | None = None,
     timeout: float = 120.0,
     min_calls: int = 0,
+    gc_freeze: bool = False,
 ) -> dict[str, Any]:
     """One server process and one client process for ``preset_name``; the client's
     result with the server's CPU seconds over the measured window added (with
@@ -599,6 +627,7 @@ def run_one(
     preset = PRESETS[preset_name]
     me = str(Path(__file__).resolve())
     common = ["--impl", impl, "--gen", str(gen), "--concurrency", str(preset.concurrency)]
+    common += ["--gc-freeze"] if gc_freeze else []
     server_cmd = [python, me, "serve", *common] + (["--profile", profile] if profile else [])
     env = env_for(impl)
     server = subprocess.Popen(
@@ -616,7 +645,7 @@ def run_one(
         line = server.stdout.readline()
         if not line.startswith("PORT "):
             raise RuntimeError(f"{impl} server did not start: {line!r}")
-        port = line.split()[1]
+        port, frozen = line.split()[1:3]
         client_cmd = [python, me, "client", *common, "--port", port, "--preset", preset_name]
         client_cmd += ["--duration", str(duration), "--warmup", str(warmup)]
         client_cmd += ["--min-calls", str(min_calls)]
@@ -646,6 +675,7 @@ def run_one(
             server.kill()
             server.wait()
     result["server_cpu_s"] = cpu1 - cpu0
+    result["server_gc_frozen"] = int(frozen)
     calls = max(1, result["calls"])
     result["server_us_per_call"] = result["server_cpu_s"] / calls * 1e6
     result["client_us_per_call"] = result["client_cpu_s"] / calls * 1e6
@@ -675,6 +705,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--gen", required=True)
         p.add_argument("--concurrency", type=int, default=100)
         p.add_argument("--profile")
+        p.add_argument("--gc-freeze", action="store_true")
         if role == "client":
             p.add_argument("--port", type=int, required=True)
             p.add_argument("--preset", choices=sorted(PRESETS), required=True)
@@ -690,6 +721,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", default="grpc_peers.png", help="PNG file ('' for none)")
     parser.add_argument("--json", help="write every run's result to this file")
     parser.add_argument("--profile", help="cProfile the trio_h2t server of the last round")
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.collect() + gc.freeze() once started, in every server and client process",
+    )
     args = parser.parse_args(argv)
     if args.role == "serve":
         run_server(args)
@@ -743,6 +779,7 @@ def run_all(args: argparse.Namespace) -> int:
                         duration=args.duration,
                         warmup=args.warmup,
                         profile=profile,
+                        gc_freeze=args.gc_freeze,
                     )
                     r["round"] = rnd
                     results.append(r)

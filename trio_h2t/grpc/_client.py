@@ -31,7 +31,7 @@ import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any, Generic, TypeVar, final
+from typing import Any, Generic, NoReturn, TypeVar, final
 
 import trio
 
@@ -160,10 +160,9 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         self._encoding = encoding  # immutable after init: what we compress with
         # owner: the sending task
         self._writing_done = False
-        # owner: the receiving task
-        self._decoder = MessageDecoder(
-            channel.max_receive_message_size, buffer_reuse=channel.buffer_reuse
-        )
+        # owner: the receiving task. Built with the first DATA: a unary call waits
+        # for its response without it.
+        self._decoder: MessageDecoder | None = None
         # The messages of the last chunk decoded, and how many of them were taken.
         self._messages: list[tuple[bool, bytes]] = _NO_MESSAGES
         self._taken = 0
@@ -313,28 +312,41 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         Raises RpcError if the call ends without headers.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        waits = self._waits
-        await self._receive_headers()
-        assert self._initial is not None
-        if waits == self._waits:
+        if self._need_headers():
+            try:
+                headers = await self._stream.receive_headers()
+            except _TRANSPORT_ERRORS as exc:
+                self._headers_lost(exc)
+            self._take_headers(headers)
+        else:
             await trio.lowlevel.cancel_shielded_checkpoint()
+        assert self._initial is not None
         return self._initial
 
-    async def _receive_headers(self) -> None:
+    # Receiving the headers is _need_headers(), then ``await stream.receive_headers()``
+    # in the caller's own frame, then _take_headers: no coroutine of its own (one
+    # object less per call in flight while it waits for its response).
+
+    def _need_headers(self) -> bool:
+        """True if the response headers are still to come (the caller then waits for
+        them); False if they came, or the call ended without them (raising its
+        status unless OK)."""
         if self._initial is not None:
-            return
+            return False
         if self._code is not None:  # ended (cancelled) before any headers
             self._initial = NO_METADATA
             if self._code != StatusCode.OK:
                 raise self._rpc_error()
-            return
-        try:
-            self._waits += 1
-            headers = await self._stream.receive_headers()
-        except _TRANSPORT_ERRORS as exc:
-            self._initial = NO_METADATA
-            self._set_status(*_error_from_transport(exc))
-            raise self._rpc_error() from exc
+            return False
+        self._waits += 1
+        return True
+
+    def _headers_lost(self, exc: BaseException) -> NoReturn:
+        self._initial = NO_METADATA
+        self._set_status(*_error_from_transport(exc))
+        raise self._rpc_error() from exc
+
+    def _take_headers(self, headers: Sequence[tuple[bytes, bytes]]) -> None:
         status = grpc_status = content_type = encoding = None
         for name, value in headers:
             if name == b":status":
@@ -397,9 +409,13 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
 
     async def _next_payload(self) -> bytes | None:
         """The next response message's bytes, or None at the end of an OK call."""
-        if self._initial is None:
-            await self._receive_headers()
         stream = self._stream
+        if self._need_headers():
+            try:
+                headers = await stream.receive_headers()
+            except _TRANSPORT_ERRORS as exc:
+                self._headers_lost(exc)
+            self._take_headers(headers)
         while self._taken == len(self._messages):
             if self._code is not None:
                 if self._code != StatusCode.OK:
@@ -411,20 +427,33 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
             except _TRANSPORT_ERRORS as exc:
                 self._set_status(*_error_from_transport(exc))
                 continue
+            decoder = self._decoder
             if chunk:
+                if decoder is None:
+                    channel = self._channel
+                    decoder = self._decoder = MessageDecoder(
+                        channel.max_receive_message_size, buffer_reuse=channel.buffer_reuse
+                    )
                 try:
                     # All taken: the chunk's messages replace them (a list per chunk).
-                    self._messages = self._decoder.feed(chunk)
+                    self._messages = decoder.feed(chunk)
                     self._taken = 0
                 except RpcError as exc:
                     self._set_status(exc.code, exc.details)
                 continue
-            if self._decoder.pending:
+            if decoder is not None and decoder.pending:
                 self._set_status(StatusCode.INTERNAL, "the response ended inside a message")
             else:
                 self._finish(stream.trailers or ())
-        compressed, payload = self._messages[self._taken]
-        self._taken += 1
+        messages = self._messages
+        taken = self._taken
+        compressed, payload = messages[taken]
+        taken += 1
+        if taken == len(messages):
+            # All taken: not kept until the next read (which may wait long).
+            self._messages = _NO_MESSAGES
+            taken = 0
+        self._taken = taken
         self._last_compressed = compressed
         if compressed:
             if self._response_encoding is None:
@@ -491,14 +520,16 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         if waits == self._waits:
             await trio.lowlevel.cancel_shielded_checkpoint()
         if payload is None:
-            self._code = StatusCode.INTERNAL
-            self._details = "the server sent no response message"
-            raise self._rpc_error()
+            raise self._fail(StatusCode.INTERNAL, "the server sent no response message")
         if await self._next_payload() is not None:
-            self._code = StatusCode.INTERNAL
-            self._details = "the server sent more than one response message"
-            raise self._rpc_error()
+            raise self._fail(StatusCode.INTERNAL, "the server sent more than one response message")
         return self._deserialize(payload)
+
+    def _fail(self, code: StatusCode, details: str) -> RpcError:
+        """The call ends with ``code`` (whatever status it had): its RpcError to raise."""
+        self._code = code
+        self._details = details
+        return self._rpc_error()
 
 
 def _to_float(timeout: float | None) -> float:
@@ -507,6 +538,18 @@ def _to_float(timeout: float | None) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
     return float(timeout)
+
+
+def _deadlines(timeout: float | None) -> tuple[float, float]:
+    """A call's own deadline (``timeout`` from now; inf without one) and the deadline
+    it sends as ``grpc-timeout`` (the earlier of that and the caller's effective one)."""
+    if timeout is None:
+        return math.inf, trio.current_effective_deadline()
+    now = trio.current_time()
+    own = now + _to_float(timeout)
+    if own <= now:
+        raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded (timeout <= 0)")
+    return own, min(own, trio.current_effective_deadline())
 
 
 @asynccontextmanager
@@ -633,6 +676,12 @@ class Channel:
         if self._closing and not self._active:
             self._idle.set()
 
+    def _encoding_for(self, compression: str | bool | None) -> str | None:
+        """A call's compression: ``compression`` (False: the channel's)."""
+        if compression is False:
+            return self.compression
+        return check_encoding(compression if isinstance(compression, str) else None)
+
     def _headers(
         self, method: str, deadline: float, metadata: MetadataLike, encoding: str | None
     ) -> Sequence[tuple[bytes, bytes]]:
@@ -719,22 +768,8 @@ class _CallOpener:
         channel = self._channel
         if channel._closing:
             raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
-        timeout = self._timeout
-        if timeout is None:
-            own = math.inf
-            deadline = trio.current_effective_deadline()
-        else:
-            now = trio.current_time()
-            own = now + _to_float(timeout)
-            if own <= now:
-                raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded (timeout <= 0)")
-            deadline = min(own, trio.current_effective_deadline())
-        compression = self._compression
-        encoding = (
-            channel.compression
-            if compression is False
-            else check_encoding(compression if isinstance(compression, str) else None)
-        )
+        own, deadline = _deadlines(self._timeout)
+        encoding = channel._encoding_for(self._compression)
         method = self._method
         headers = channel._headers(method, deadline, self._metadata, encoding)
         opener = self._opener = channel._conn.open_stream(headers)
@@ -865,18 +900,113 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         Raises:
             RpcError: any status but OK (DEADLINE_EXCEEDED when ``timeout`` expires).
         """
-        # with_call's body, not a call of it: one coroutine less per call.
-        async with _CallOpener(
-            self._channel,
-            self.method,
-            self._serializer,
-            self._deserializer,
-            timeout,
-            metadata,
-            compression,
-        ) as call:
-            await call._send(request, end=True)
-            response: Resp = await call.receive_response()
+        # _CallOpener's work and receive_response's body, inline: while the call
+        # waits for its response, this coroutine and the Call are all the layer keeps
+        # (no _CallOpener, no bound __aexit__ of a with statement, no coroutine per
+        # receiving step). The cyclic collector's work grows with what calls in flight
+        # keep (benchmarks/README.md, "Why W1's p99 misses").
+        await trio.lowlevel.checkpoint_if_cancelled()
+        channel = self._channel
+        if channel._closing:
+            raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
+        own, deadline = _deadlines(timeout)
+        encoding = channel._encoding_for(compression)
+        method = self.method
+        opener = channel._conn.open_stream(channel._headers(method, deadline, metadata, encoding))
+        channel._active += 1
+        scope = None
+        try:
+            if own != math.inf:
+                scope = trio.CancelScope(deadline=own)
+                scope.__enter__()
+            try:
+                try:
+                    stream = await opener.__aenter__()
+                except _TRANSPORT_ERRORS as exc:
+                    raise RpcError(*_error_from_transport(exc)) from exc
+                call: Call[Any, Any] = Call._create(
+                    channel, stream, method, self._serializer, self._deserializer, encoding
+                )
+                try:
+                    await call._send(request, end=True)
+                    # Opening and sending were checkpoints: none of its own here. The
+                    # wait for the headers is in this frame (see Call._need_headers).
+                    if call._need_headers():
+                        try:
+                            head = await stream.receive_headers()
+                        except _TRANSPORT_ERRORS as exc:
+                            call._headers_lost(exc)
+                        call._take_headers(head)
+                    payload = await call._next_payload()
+                    if payload is None:
+                        raise call._fail(StatusCode.INTERNAL, "the server sent no response message")
+                    if await call._next_payload() is not None:
+                        raise call._fail(
+                            StatusCode.INTERNAL, "the server sent more than one response message"
+                        )
+                    response: Resp = call._deserialize(payload)
+                except BaseException as exc:
+                    await opener.__aexit__(type(exc), exc, exc.__traceback__)
+                    raise
+                await opener.__aexit__(None, None, None)
+            except BaseException as exc:
+                if scope is None or not scope.__exit__(type(exc), exc, exc.__traceback__):
+                    raise
+                # Our own deadline's cancellation, caught by our scope: the call timed out
+                # (waiting for stream quota, or for the response).
+                raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+            if scope is not None:
+                scope.__exit__(None, None, None)
+        finally:
+            channel._call_ended()
+        return response
+        # No timeout: no deadline scope of its own, so none of _CallOpener's work but
+        # its stream's, done here; and receive_response's body inline. While the call
+        # waits for its response, this coroutine and the Call are all the layer keeps
+        # (no _CallOpener, no bound __aexit__ of a with statement, no coroutine per
+        # receiving step): the cyclic collector's work grows with what calls in
+        # flight keep (benchmarks/README.md, "Why W1's p99 misses").
+        await trio.lowlevel.checkpoint_if_cancelled()
+        channel = self._channel
+        if channel._closing:
+            raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
+        encoding = channel._encoding_for(compression)
+        method = self.method
+        headers = channel._headers(method, trio.current_effective_deadline(), metadata, encoding)
+        opener = channel._conn.open_stream(headers)
+        channel._active += 1
+        try:
+            try:
+                stream = await opener.__aenter__()
+            except _TRANSPORT_ERRORS as exc:
+                raise RpcError(*_error_from_transport(exc)) from exc
+            unary: Call[Any, Any] = Call._create(
+                channel, stream, method, self._serializer, self._deserializer, encoding
+            )
+            try:
+                await unary._send(request, end=True)
+                # Opening and sending were checkpoints: no checkpoint of its own here.
+                # The wait for the headers is here, in this frame (see _need_headers).
+                if unary._need_headers():
+                    try:
+                        head = await stream.receive_headers()
+                    except _TRANSPORT_ERRORS as exc:
+                        unary._headers_lost(exc)
+                    unary._take_headers(head)
+                payload = await unary._next_payload()
+                if payload is None:
+                    raise unary._fail(StatusCode.INTERNAL, "the server sent no response message")
+                if await unary._next_payload() is not None:
+                    raise unary._fail(
+                        StatusCode.INTERNAL, "the server sent more than one response message"
+                    )
+                response = unary._deserialize(payload)
+            except BaseException as exc:
+                await opener.__aexit__(type(exc), exc, exc.__traceback__)
+                raise
+            await opener.__aexit__(None, None, None)
+        finally:
+            channel._call_ended()
         return response
 
     async def with_call(

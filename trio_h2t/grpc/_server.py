@@ -35,7 +35,7 @@ import inspect
 import logging
 import math
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import aclosing, nullcontext
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol, TypeAlias, final, runtime_checkable
 
@@ -84,7 +84,6 @@ __all__ = [
 log = logging.getLogger("trio_h2t.grpc")
 
 _TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
-_NO_SCOPE = nullcontext()  # the handler's "scope" without a deadline (reusable)
 _NO_MESSAGES: list[tuple[bool, bytes]] = []  # _Requests._messages before any (never appended)
 
 # Built once, not per RPC (the hot path of a small unary call).
@@ -580,8 +579,15 @@ class _Requests:
                     return None
         else:
             await trio.lowlevel.checkpoint()
-        compressed, payload = self._messages[self._taken]
-        self._taken += 1
+        messages = self._messages
+        taken = self._taken
+        compressed, payload = messages[taken]
+        taken += 1
+        if taken == len(messages):
+            # All taken: not kept until the next read (a handler may wait long).
+            self._messages = _NO_MESSAGES
+            taken = 0
+        self._taken = taken
         self._context._request_compressed = compressed
         if compressed:
             if self._encoding is None:
@@ -711,6 +717,36 @@ class Server:
                 return found
         return None
 
+    def _requests(
+        self,
+        stream: H2Stream,
+        encoding: str | None,
+        method: MethodHandler,
+        context: ServicerContext,
+    ) -> _Requests:
+        return _Requests(
+            stream,
+            self.max_receive_message_size,
+            encoding,
+            method.request_deserializer,
+            context,
+            self.buffer_reuse,
+        )
+
+    def _unimplemented(self, path: str) -> str:
+        """UNIMPLEMENTED's details for ``path``: an unknown method or service.
+
+        Apart from ``__call__``: its generator expression's closure would make
+        ``__call__`` allocate a cell for ``service`` on every call.
+        """
+        service = path.rsplit("/", 1)[0].lstrip("/")
+        paths = [*self._methods]
+        for generic in self._generic:
+            paths.extend(getattr(generic, "_methods", ()))
+        if any(p.startswith(f"/{service}/") for p in paths):
+            return f"unknown method {path.rsplit('/', 1)[-1]} for service {service}"
+        return f"unknown service {service}"
+
     async def __call__(self, stream: H2Stream) -> None:
         """Serve one RPC on ``stream`` (the trio_h2t handler).
 
@@ -779,17 +815,9 @@ class Server:
             self, stream, path, metadata, deadline, accept, serializer
         )
         if method is None:
-            service = path.rsplit("/", 1)[0].lstrip("/")
-            paths = [*self._methods]
-            for generic in self._generic:
-                paths.extend(getattr(generic, "_methods", ()))
-            known = any(p.startswith(f"/{service}/") for p in paths)
-            what = (
-                f"unknown method {path.rsplit('/', 1)[-1]} for service {service}"
-                if known
-                else (f"unknown service {service}")
+            await context._send_status(
+                StatusCode.UNIMPLEMENTED, self._unimplemented(path), NO_METADATA
             )
-            await context._send_status(StatusCode.UNIMPLEMENTED, what, NO_METADATA)
             return
         encoding = None if raw_encoding is None else raw_encoding.decode("utf-8", "surrogateescape")
         if encoding is not None and encoding != "identity" and encoding not in SUPPORTED_ENCODINGS:
@@ -799,14 +827,8 @@ class Server:
                 NO_METADATA,
             )
             return
-        requests = _Requests(
-            stream,
-            self.max_receive_message_size,
-            None if encoding in (None, "identity") else encoding,
-            method.request_deserializer,
-            context,
-            self.buffer_reuse,
-        )
+        if encoding == "identity":
+            encoding = None
         code, details, trailing = StatusCode.OK, "", NO_METADATA
         status_details: bytes | None = None
         # No deadline, no scope: one that could never fire costs a cancel status per
@@ -814,17 +836,32 @@ class Server:
         # resets the stream).
         # A grpc-timeout's scope is made by the stream (move_on_at), so the handler's
         # cancel_reason says "deadline" once it expires (unless the transport
-        # cancelled it first).
+        # cancelled it first). It is entered and left by hand, as a with statement
+        # would: a with statement needs a context manager even without a deadline,
+        # and keeps its bound __exit__ alive for the whole call (one object more per
+        # call in flight).
         scope = None if deadline == math.inf else stream.move_on_at(deadline)
         try:
-            with _NO_SCOPE if scope is None else scope:
+            if scope is not None:
+                scope.__enter__()
+            try:
                 if method.kind is MethodKind.UNARY_UNARY:
-                    # _dispatch's first case, inline: one coroutine less per call.
-                    response = await method.handler(await requests.single(), context)
+                    # _dispatch's first case, inline: one coroutine less per call. The
+                    # _Requests (and its decoder) is a temporary: nothing keeps it
+                    # while the handler runs.
+                    request = await self._requests(stream, encoding, method, context).single()
+                    response = await method.handler(request, context)
                     if context._code is None or context._code is StatusCode.OK:
                         await context.write(response)
                 else:
+                    requests = self._requests(stream, encoding, method, context)
                     await _dispatch(method, requests, context)
+            except BaseException as exc:
+                if scope is None or not scope.__exit__(type(exc), exc, exc.__traceback__):
+                    raise
+            else:
+                if scope is not None:
+                    scope.__exit__(None, None, None)
         except Exception as exc:
             err = _unwrap(exc)
             if isinstance(err, RpcError):
