@@ -21,9 +21,10 @@ Two deques::
 - ``put`` appends to ``queue`` and never blocks. If loopy is parked in ``get`` it is
   woken, once: the flag that says "the consumer is waiting" is cleared by the first
   put, so the rest of a burst of puts wakes nobody.
-- ``get_nowait`` serves from ``batch``. When the batch is empty it *swaps* the two
-  deques (O(1), nothing allocated) and serves from what was the queue. Producers keep
-  appending to the (now empty) other deque without touching loopy's batch.
+- ``get_nowait`` (and ``poll``, which says None instead of raising) serves from
+  ``batch``. When the batch is empty it *swaps* the two deques (O(1), nothing
+  allocated) and serves from what was the queue. Producers keep appending to the
+  (now empty) other deque without touching loopy's batch.
 - Throttled items are counted from ``put`` until loopy *takes* them (``get``), in
   either deque; the swap changes nothing about the count. Readers call
   ``wait_unthrottled`` before each socket read, so a peer that makes us queue
@@ -161,13 +162,27 @@ class ControlBuffer:
             ConnectionClosingError: after :meth:`finish`; the items left in the batch
                 are orphaned first (as :meth:`discard_batch` does).
         """
+        item = self.poll()
+        if item is None:
+            raise trio.WouldBlock
+        return item
+
+    def poll(self) -> ControlItem | None:
+        """:meth:`get_nowait`, but None when both deques are empty.
+
+        Loopy's drain ends on an empty buffer once or twice per batch: a raised
+        ``WouldBlock`` allocated an exception and a traceback entry per frame there.
+
+        Raises:
+            ConnectionClosingError: as :meth:`get_nowait`.
+        """
         if self._finished:
             self.discard_batch()
             raise self._closing_error()
         batch = self._batch
         if not batch:
             if not self._queue:
-                raise trio.WouldBlock
+                return None
             # The swap: the producers' deque becomes the batch and the empty batch
             # becomes the producers' deque. O(1), nothing allocated.
             self._batch, self._queue = self._queue, batch
