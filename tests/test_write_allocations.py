@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # benchmarks/ is a package of the repository, not installed
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.allochook import alloc_counter
+from benchmarks.allochook import alloc_counter  # noqa: E402
 
 REQUEST = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"x"), (b":path", b"/")]
 
