@@ -19,6 +19,10 @@ interleaved rounds, with the same harness (this directory's ``benchmain.py``) fo
    ``faster`` or ``slower`` when the interval excludes 1.0, else ``same``.
 5. ``--icount`` adds instructions per operation under callgrind (``icount.py``) for
    each side, once each (it is deterministic): the figure to trust on a noisy machine.
+6. ``--allocs`` adds benchmain's allocation pass to every run (``allochook.py``: the
+   allocations and bytes CPython's allocators are asked for per operation, both
+   processes, in a separate counted second after the timed window) and a line per
+   workload with each side's medians.
 
 Run: ``.venv/bin/python benchmarks/run.py`` (about 3 minutes: 5 rounds of 4 workloads;
 ``--help``). ``benchmarks/README.md`` says how to read the output.
@@ -163,6 +167,8 @@ def run_benchmain(side: Side, spec: Spec, args: argparse.Namespace) -> dict[str,
             cmd += ["--resp-size", str(spec.resp_size)]
         cmd += ["--duration", str(args.duration), "--warmup", str(args.warmup)]
         cmd += ["--quiet", "--json", str(out)]
+        if args.allocs:
+            cmd += ["--allocs"]
         proc = subprocess.run(cmd, env=side.env(), capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             sys.stderr.write(proc.stdout + proc.stderr)
@@ -238,13 +244,22 @@ def report(a: Side, b: Side, specs: list[Spec], rounds: int, level: float) -> li
         ) -> str:
             return f"{median(values(ra, key)):{fmt}}/{median(values(rb, key)):{fmt}}"
 
-        lines.append(
+        row = (
             f"{spec.label:<30}{median(qa):>9,.0f}{median(qb):>9,.0f}  "
             f"{f'{ratio:.3f}x [{lo:.3f}, {hi:.3f}]':<24}{verdict(lo, hi, min(len(qa), len(qb))):<8}"
             f"{pair('p50_ms', '.2f'):>15}{pair('p99_ms', '.2f'):>15}"
             f"{pair('cpu_us_per_op', '.1f'):>17}"
             f"  {f'{cpu_ratio:.3f}x [{cpu_lo:.2f}, {cpu_hi:.2f}]':<22}{extra}".rstrip()
         )
+        lines.append(row)
+        aa, ab = values(ra, "allocs_per_op"), values(rb, "allocs_per_op")
+        if aa and ab:  # --allocs
+            ba, bb = values(ra, "bytes_per_op"), values(rb, "bytes_per_op")
+            lines.append(
+                f"{'':<4}allocations/op A/B {median(aa):,.0f}/{median(ab):,.0f}"
+                f" ({median(ab) / median(aa):.3f}x), bytes/op A/B"
+                f" {median(ba):,.0f}/{median(bb):,.0f} ({median(bb) / median(ba):.3f}x)"
+            )
     if a.icount is not None and b.icount is not None:
         lines.append("")
         lines.append(
@@ -304,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=1.0, help="benchmain --warmup")
     p.add_argument("--level", type=float, default=0.95, help="bootstrap interval level")
     p.add_argument("--icount", action="store_true", help="add icount.py for each side")
+    p.add_argument(
+        "--allocs", action="store_true", help="add benchmain's allocation pass (allocs/op)"
+    )
     p.add_argument("--icount-rpcs", type=int, default=500, help="icount.py --rpcs")
     p.add_argument("--icount-workload", default="unary", help="icount.py --workload")
     p.add_argument("--json", metavar="FILE", help="write every result of both sides to FILE")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
-from helpers import RecordingStarter
+from helpers import QuotaRecorder, RecordingStarter
 
 from trio_h2t import ConnectionClosingError
 from trio_h2t._controlbuf import ControlBuffer
@@ -17,11 +17,12 @@ def ping() -> Ping:
 
 
 def data(stream_id: int = 1, released: list[int] | None = None) -> Data:
-    def release() -> None:
+    def release(size: int) -> None:
         if released is not None:
             released.append(stream_id)
 
-    return Data(stream=None, payload=b"x", end_stream=False, on_release=release)  # type: ignore[arg-type]
+    stream = QuotaRecorder(release)
+    return Data(stream=stream, payload=b"x", end_stream=False, quota=1)  # type: ignore[arg-type]
 
 
 def start(orphaned: list[BaseException]) -> StartStream:

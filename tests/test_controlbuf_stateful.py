@@ -64,7 +64,7 @@ import outcome
 import trio
 import trio.lowlevel
 import trio.testing
-from helpers import RecordingStarter
+from helpers import QuotaRecorder, RecordingStarter
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -214,12 +214,13 @@ def make_item(record: ItemRecord, on_orphan: Callable[[BaseException | None], No
             )
         case "data":
             # Data's ``stream`` is not the buffer's business (tests/test_controlbuf.py
-            # passes None too); on_release is its orphan hook.
+            # uses a QuotaRecorder too): the quota it returns on release is its
+            # orphan hook.
             return Data(
-                stream=None,  # type: ignore[arg-type]
+                stream=QuotaRecorder(lambda _: on_orphan(None)),  # type: ignore[arg-type]
                 payload=tag,
                 end_stream=False,
-                on_release=lambda: on_orphan(None),
+                quota=1,
             )
         case _:
             assert_never(record.kind)
@@ -351,7 +352,7 @@ class PutDone:
 @dataclass(frozen=True)
 class Orphaned:
     record: ItemRecord
-    error: BaseException | None  # None from Data.on_release, which gets no error
+    error: BaseException | None  # None from Data.release, which gets no error
 
 
 @dataclass(frozen=True)

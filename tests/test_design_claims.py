@@ -217,7 +217,7 @@ def test_the_wakeups_page_names_every_wait_primitive() -> None:
     page = (PACKAGE.parent / "docs" / "wakeups.md").read_text(encoding="utf-8")
     objects, users = _wait_primitives()
     # The detector itself still sees what the page was written from.
-    assert {"ControlBuffer._consumer_lot", "H2Stream._recv_waiter"} <= objects
+    assert {"ControlBuffer._consumer", "H2Stream._recv_waiter"} <= objects
     assert {"ConnectionCore.fail", "H2Stream.receive_some", "ControlBuffer.put"} <= users
     missing = sorted(name for name in objects | users if f"`{name}`" not in page)
     assert not missing, f"not on docs/wakeups.md: {missing}"

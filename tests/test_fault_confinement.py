@@ -191,7 +191,7 @@ def _bad_items(stream: H2Stream) -> dict[str, Any]:
     # Items whose framing raises inside loopy (hyperframe / h2 refuse them): what a
     # stream task could have queued before the argument checks existed.
     return {
-        "data-str": Data(stream, "text", False, None),  # type: ignore[arg-type]
+        "data-str": Data(stream, "text", False),  # type: ignore[arg-type]
         "window-update-str": WindowUpdate(stream, "x"),  # type: ignore[arg-type]
     }
 

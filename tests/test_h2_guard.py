@@ -217,6 +217,21 @@ def test_config_options_live_where_the_speed_layer_reads_them(name: str, value: 
     assert getattr(config, "_" + name) is (not value)
 
 
+def test_send_data_is_a_no_op_transition_in_the_states_frame_data_skips() -> None:
+    """``_h2fixes.frame_data`` skips h2's SEND_DATA transitions in the open states
+    (a lookup and a new list per frame, twice): h2's tables must still keep the
+    state there and run nothing."""
+    conn_states = (
+        h2.connection.ConnectionState.CLIENT_OPEN,
+        h2.connection.ConnectionState.SERVER_OPEN,
+    )
+    table = h2.connection.H2ConnectionStateMachine._transitions
+    for cs in conn_states:
+        assert table[(cs, h2.connection.ConnectionInputs.SEND_DATA)] == (None, cs)
+    for ss in (h2.stream.StreamState.OPEN, h2.stream.StreamState.HALF_CLOSED_REMOTE):
+        assert h2.stream._transitions[(ss, h2.stream.StreamInputs.SEND_DATA)] == (None, ss)
+
+
 def test_our_stream_sets_every_attribute_h2s_stream_sets() -> None:
     """FastStream sets each instance attribute of h2's H2Stream, state machine, window manager."""
     config = h2.config.H2Configuration(client_side=True)

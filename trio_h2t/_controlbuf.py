@@ -21,9 +21,10 @@ Two deques::
 - ``put`` appends to ``queue`` and never blocks. If loopy is parked in ``get`` it is
   woken, once: the flag that says "the consumer is waiting" is cleared by the first
   put, so the rest of a burst of puts wakes nobody.
-- ``get_nowait`` serves from ``batch``. When the batch is empty it *swaps* the two
-  deques (O(1), nothing allocated) and serves from what was the queue. Producers keep
-  appending to the (now empty) other deque without touching loopy's batch.
+- ``get_nowait`` (and ``poll``, which says None instead of raising) serves from
+  ``batch``. When the batch is empty it *swaps* the two deques (O(1), nothing
+  allocated) and serves from what was the queue. Producers keep appending to the
+  (now empty) other deque without touching loopy's batch.
 - Throttled items are counted from ``put`` until loopy *takes* them (``get``), in
   either deque; the swap changes nothing about the count. Readers call
   ``wait_unthrottled`` before each socket read, so a peer that makes us queue
@@ -94,9 +95,10 @@ class ControlBuffer:
     """
 
     __slots__ = (
+        "_abort_get",
         "_batch",
         "_batches",
-        "_consumer_lot",
+        "_consumer",
         "_error",
         "_finished",
         "_gate_lot",
@@ -120,9 +122,15 @@ class ControlBuffer:
         self._throttled = 0
         self._finished = False  # shared: set once, by finish()
         self._error: BaseException | None = None  # immutable once _finished is set
-        # At most the consumer, parked in get(). A put that finds it there wakes
-        # it; unpark() removes it from the lot, so the rest of the burst wakes nobody.
-        self._consumer_lot = trio.lowlevel.ParkingLot()  # immutable after init
+        # shared: the consumer sets it when it parks in get(); whoever wakes it (the
+        # first put of a burst, finish, or its cancellation) clears it, so the rest
+        # of the burst wakes nobody. A waiter slot, not a ParkingLot: a park built a
+        # closure and a coroutine, an unpark a list and a generator, once per batch
+        # (once per write in ping-pong traffic; docs/architecture.md, "Allocations
+        # per write").
+        self._consumer: trio.lowlevel.Task | None = None
+        # The abort callback of that wait, bound once (immutable after init).
+        self._abort_get = self._consumer_aborted
         self._gate_lot = trio.lowlevel.ParkingLot()  # immutable after init; readers parked
         # Statistics counters; each is only ever incremented.
         self._batches = 0  # owner: consumer
@@ -145,11 +153,13 @@ class ControlBuffer:
         self._queue.append(item)
         if item.throttled:
             self._throttled += 1
-        if self._consumer_lot:
+        consumer = self._consumer
+        if consumer is not None:
             # First put since the consumer parked: wake it. Later puts in the same
-            # burst find the lot empty and wake nobody (one wake-up per batch).
+            # burst find the slot empty and wake nobody (one wake-up per batch).
+            self._consumer = None
             self._wakeups += 1
-            self._consumer_lot.unpark()
+            trio.lowlevel.reschedule(consumer)
 
     # ------------------------------------------------------------------ consumer
 
@@ -161,13 +171,27 @@ class ControlBuffer:
             ConnectionClosingError: after :meth:`finish`; the items left in the batch
                 are orphaned first (as :meth:`discard_batch` does).
         """
+        item = self.poll()
+        if item is None:
+            raise trio.WouldBlock
+        return item
+
+    def poll(self) -> ControlItem | None:
+        """:meth:`get_nowait`, but None when both deques are empty.
+
+        Loopy's drain ends on an empty buffer once or twice per batch: a raised
+        ``WouldBlock`` allocated an exception and a traceback entry per frame there.
+
+        Raises:
+            ConnectionClosingError: as :meth:`get_nowait`.
+        """
         if self._finished:
             self.discard_batch()
             raise self._closing_error()
         batch = self._batch
         if not batch:
             if not self._queue:
-                raise trio.WouldBlock
+                return None
             # The swap: the producers' deque becomes the batch and the empty batch
             # becomes the producers' deque. O(1), nothing allocated.
             self._batch, self._queue = self._queue, batch
@@ -197,12 +221,18 @@ class ControlBuffer:
             item = self.get_nowait()
             await trio.lowlevel.cancel_shielded_checkpoint()
             return item
-        if self._consumer_lot:
+        if self._consumer is not None:
             raise trio.BusyResourceError("another task is already waiting in get()")
         while True:
-            await self._consumer_lot.park()
+            self._consumer = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(self._abort_get)
             if self._batch or self._queue or self._finished:
                 return self.get_nowait()
+
+    def _consumer_aborted(self, _: object) -> trio.lowlevel.Abort:
+        # The consumer was cancelled while parked in get(): nothing was taken.
+        self._consumer = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
     def discard_batch(self) -> None:
         """Orphan every item left in the consumer's batch (consumer only, after finish).
@@ -275,7 +305,10 @@ class ControlBuffer:
         try:
             self._orphan_all(self._queue, error)
         finally:
-            self._consumer_lot.unpark_all()
+            consumer = self._consumer
+            if consumer is not None:
+                self._consumer = None
+                trio.lowlevel.reschedule(consumer)
             self._gate_lot.unpark_all()
 
     @property

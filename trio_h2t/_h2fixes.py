@@ -74,7 +74,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.stream
-from h2.connection import AllowedStreamIDs, ConnectionInputs
+from h2.connection import AllowedStreamIDs, ConnectionInputs, ConnectionState
 from h2.errors import ErrorCodes
 from h2.exceptions import (
     DenialOfServiceError,
@@ -98,6 +98,12 @@ from ._hpack import READ_ON_FACTOR, HeaderListTooLarge, ReadOnDecoder
 # A DATA frame's header: 24-bit length (as 16 + 8 bits), type 0, flags, stream id
 # (RFC 9113 §4.1, §6.1).
 _DATA_HEADER = struct.Struct(">HBxBL")
+# Enum members as module globals for frame_data, once per DATA frame: on CPython
+# 3.11 each ``StreamState.OPEN``-style class attribute read allocates an object.
+_CLIENT_OPEN = ConnectionState.CLIENT_OPEN
+_SERVER_OPEN = ConnectionState.SERVER_OPEN
+_OPEN = StreamState.OPEN
+_HALF_CLOSED_REMOTE = StreamState.HALF_CLOSED_REMOTE
 
 __all__ = [
     "HEADER_LIST_TOO_LARGE_RESPONSE",
@@ -785,7 +791,7 @@ class FixedConnection(h2.connection.H2Connection):
         self._data_to_send = bytearray()
         return data
 
-    def frame_data(self, stream_id: int, length: int, end_stream: bool) -> bytearray:
+    def frame_data(self, stream_id: int, length: int, end_stream: bool) -> bytes | bytearray:
         """h2's ``send_data`` for a ``length``-byte payload the caller writes itself.
 
         The same checks (the stream is open, ``length`` fits the flow-control
@@ -793,7 +799,8 @@ class FixedConnection(h2.connection.H2Connection):
         window accounting as h2's ``send_data`` without padding (and its
         ``H2Stream.send_data``), in the same order; the frame's 9-byte header is
         appended to the outbound buffer, which is then handed over as by
-        :meth:`take_outbound`: the caller must write the ``length`` payload bytes
+        :meth:`take_outbound` (when that buffer is empty, the header alone is
+        returned and the buffer stays): the caller must write the ``length`` payload bytes
         right after it, before anything h2 frames next. No hyperframe object, and no
         copy of the payload (h2 copies it into its buffer, a memoryview twice).
         ``tests/test_zero_copy.py`` compares it with h2's ``send_data`` on random
@@ -811,16 +818,27 @@ class FixedConnection(h2.connection.H2Connection):
             raise FrameTooLargeError(
                 f"Cannot send frame size {length}, max frame size is {self.max_outbound_frame_size}"
             )
-        self.state_machine.process_input(ConnectionInputs.SEND_DATA)
+        # In the open states h2's SEND_DATA transition keeps the state and does
+        # nothing else, but costs a table lookup and a new empty list, twice per
+        # frame; any other state takes h2's own transition (and its error).
+        # tests/test_h2_guard.py checks h2's tables still say so.
+        conn_state = self.state_machine.state
+        if conn_state is not _CLIENT_OPEN and conn_state is not _SERVER_OPEN:
+            self.state_machine.process_input(ConnectionInputs.SEND_DATA)
         machine = stream.state_machine
-        machine.process_input(StreamInputs.SEND_DATA)
+        state = machine.state
+        if state is not _OPEN and state is not _HALF_CLOSED_REMOTE:
+            machine.process_input(StreamInputs.SEND_DATA)
         flags = 0
         if end_stream:
             machine.process_input(StreamInputs.SEND_END_STREAM)
             flags = 0x1  # END_STREAM
         stream.outbound_flow_control_window -= length
         self.outbound_flow_control_window -= length
+        header = _DATA_HEADER.pack(length >> 8, length & 0xFF, flags, stream_id)
         data = self._data_to_send
-        data += _DATA_HEADER.pack(length >> 8, length & 0xFF, flags, stream_id)
+        if not data:
+            return header  # the usual case: no new buffer, no copy of the header
+        data += header
         self._data_to_send = bytearray()
         return data

@@ -31,13 +31,13 @@ Orphaning
 When the control buffer is finished, every item it still holds is *orphaned* exactly
 once: ``item.orphan(error)`` runs. Most items have nothing to release. A stream start
 fails its stream (``starter.orphaned``), and a data item releases its payload
-(``Data.release``: its write quota, then its ``on_release`` hook if any), so nobody
-waits forever on work that will never be written.
+(``Data.release``: its write quota, and the graceful close's reset if it asks for
+one), so nobody waits forever on work that will never be written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -137,25 +137,28 @@ class Data(ControlItem):
 
     :meth:`release` runs once, when loopy has framed the whole payload (or dropped
     it) or when the item is orphaned: it returns ``quota`` bytes to the stream's write
-    quota, then runs ``on_release`` if set. The write path sets only ``quota``, an
-    int: no closure or bound method is built per write (grpc-go #8668); a hook is
-    for the rare item that needs one (``H2Stream.close``'s END_STREAM).
+    quota and, with ``cancel_after``, lets the stream reset itself if its END_STREAM
+    went out while the peer's side is open. An item holds data and flags only, no
+    callable: nothing (closure, cell or bound method) is built per write or per
+    close (grpc-go #8668); what release does is the stream's own methods.
     """
 
     throttled: ClassVar[bool] = False
     stream: H2Stream
     payload: bytes | bytearray | memoryview
     end_stream: bool
-    on_release: Callable[[], None] | None = None
     quota: int = 0
+    #: ``H2Stream``'s graceful close (``_close_after_output``) asks for the reset.
+    cancel_after: bool = False
 
     def release(self) -> None:
-        """Return the item's write quota to its stream and run its hook (once: the
-        caller, loopy or the task that orphans it, makes sure of that)."""
+        """Return the item's write quota to its stream, then (``cancel_after``) let
+        it reset itself (once: the caller, loopy or the task that orphans the item,
+        makes sure of that)."""
         if self.quota:
             self.stream._return_quota(self.quota)
-        if self.on_release is not None:
-            self.on_release()
+        if self.cancel_after:
+            self.stream._cancel_after_end()
 
     def orphan(self, error: BaseException) -> None:
         self.release()

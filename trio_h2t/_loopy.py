@@ -6,7 +6,7 @@ Theory of operation (grpc-go's ``loopyWriter.run``, re-thought for Trio)
 
 1. **Block** in ``cbuf.get()`` only when there is nothing at all to do; handle the
    item, then write one data quantum.
-2. **Drain** without blocking: take items with ``get_nowait()`` (the control buffer
+2. **Drain** without blocking: take items with ``poll()`` (the control buffer
    serves them from loopy's batch, swapping in the producers' queue when the batch is
    empty), handling each and following it with one data quantum. When no item is
    left, keep writing quanta while any stream can move.
@@ -113,6 +113,8 @@ log = logging.getLogger("trio_h2t")
 #: Most pieces one ``sendmsg`` takes (POSIX IOV_MAX is at least 16; Linux and the
 #: BSDs allow 1024).
 _IOV_MAX = 1024
+#: Read once per item: on CPython 3.11 each ``ConnectionState.CLOSED`` read allocates.
+_H2_CLOSED = ConnectionState.CLOSED
 #: What ``trio.SocketStream`` reports as ClosedResourceError (its ``_closed_stream_errnos``).
 _CLOSED_ERRNOS = {errno.EBADF, errno.ENOTSOCK}
 
@@ -315,9 +317,8 @@ class Loopy:
                     yielded = False
                     # 2. Drain without blocking.
                     while True:
-                        try:
-                            item = cbuf.get_nowait()
-                        except trio.WouldBlock:
+                        item = cbuf.poll()
+                        if item is None:
                             if self._process_data():
                                 if self._pending() >= self._write_buffer_size:
                                     await self._flush()
@@ -427,16 +428,18 @@ class Loopy:
         if not final and self._cbuf.finished:
             # The connection was failed: only the final write (bounded) is left.
             raise self._core.closing_error()
+        # One list for every flush, emptied after its write: nothing but loopy
+        # touches it, and loopy frames nothing while it waits in the write.
         chunks = self._chunks
         size = self._chunk_bytes
-        tail = self._h2.take_outbound()
-        if tail:
+        h2 = self._h2
+        if h2.pending_bytes():  # else take_outbound would swap in a new buffer for nothing
+            tail = h2.take_outbound()
             chunks.append(tail)
             size += len(tail)
         if not size:
             chunks.clear()  # only empty pieces (none are queued today)
             return
-        self._chunks = []
         self._chunk_bytes = 0
         self._send_alls += 1
         self._bytes += size
@@ -456,27 +459,33 @@ class Loopy:
             raise
         finally:
             self._writing = False
+            chunks.clear()  # the callers' buffers are theirs again
 
     # ------------------------------------------------------------------ items
 
     def _handle(self, item: ControlItem) -> None:
         h2 = self._h2
-        if h2.state_machine.state is ConnectionState.CLOSED:
+        if h2.state_machine.state is _H2_CLOSED:
             # h2 ended the connection itself (the peer broke the protocol; the
             # reader queued CloseConnection): it now refuses every frame but the
             # GOAWAY it already framed. Drop this item and flush that GOAWAY.
             item.orphan(self._core.closing_error())
             raise _Stop
         try:
-            # ``match`` with class patterns, most frequent first (DATA and HEADERS
-            # carry every stream; the rest come with the peer's frames or a stream's
-            # end); mypy narrows ``item`` in each case. Each case tried costs an
-            # isinstance() call, the matching one an empty set, list and tuple too
+            # DATA, one per write, is tested before the ``match``: a matching class
+            # pattern allocates an empty set and list (CPython's MATCH_CLASS), and the
+            # write path allocates nothing it can avoid (grpc-go #8668;
+            # docs/architecture.md, "Allocations per write").
+            if type(item) is Data:
+                self._queue_output(item.stream, item)
+                return
+            # ``match`` with class patterns, most frequent first (HEADERS carry every
+            # stream; the rest come with the peer's frames or a stream's end); mypy
+            # narrows ``item`` in each case. Each case tried costs an isinstance()
+            # call, the matching one an empty set, list and tuple too
             # (Reader._dispatch; benchmarks/README.md, "``match`` against
             # ``type(x) is`` dispatch"). No item class subclasses another.
             match item:
-                case Data():
-                    self._queue_output(item.stream, item)
                 case Headers():
                     stream = item.stream
                     out = stream._out
@@ -759,8 +768,12 @@ class Loopy:
             # Made before frame_data: once h2 has handed over its buffer (this frame's
             # header and whatever it framed before) nothing may raise, or those bytes
             # and the window frame_data took would be lost.
-            if offset == 0 and done and type(payload) is bytes:
-                chunk: bytes | memoryview = payload
+            if offset == 0 and done:
+                # Whole: bytes as they are; any other buffer as one view of it, held
+                # until the flush (a bytearray cannot be resized meanwhile).
+                chunk: bytes | memoryview = (
+                    payload if type(payload) is bytes else memoryview(payload)
+                )
             else:
                 chunk = memoryview(payload)[offset : offset + size]
             try:

@@ -338,7 +338,7 @@ class _Admission:
             return False
         stream._headers_sent = True
         if not head:
-            stream._put_output(Data(stream, INTERNAL_ERROR_BODY, True, None))
+            stream._put_output(Data(stream, INTERNAL_ERROR_BODY, True))
         stream._end_queued = True
         return True
 

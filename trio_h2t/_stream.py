@@ -643,7 +643,7 @@ class H2Stream(metaclass=NoPublicConstructor):
                 raise ValueError(_short_body(total, rule))
             self._body_sent = total
         self._write_quota -= size
-        self._put_output(Data(self, data, end_stream, None, size))
+        self._put_output(Data(self, data, end_stream, size))
         if end_stream:
             self._end_queued = True
         if not parked:
@@ -784,14 +784,8 @@ class H2Stream(metaclass=NoPublicConstructor):
             self.reset(ErrorCodes.CANCEL)
             return
 
-        def after_end() -> None:
-            # Runs in loopy, once the item is written or dropped: only a written
-            # END_STREAM (``_out.done``) on a still-open stream asks for the RST.
-            if self._out.done and not self._closed and self._error is None:
-                self.reset(ErrorCodes.CANCEL)
-
         try:
-            self._put_output(Data(self, b"", not self._end_queued, after_end))
+            self._put_output(Data(self, b"", not self._end_queued, cancel_after=True))
         except ConnectionClosingError:
             self.reset(ErrorCodes.CANCEL)
             return
@@ -818,6 +812,14 @@ class H2Stream(metaclass=NoPublicConstructor):
             if isinstance(item, Data):
                 item.release()
             raise self._core.closing_error() from exc.__cause__
+
+    def _cancel_after_end(self) -> None:
+        """The graceful close's item was written or dropped (``Data.release``, run by
+        loopy or by the task that orphans it): only a written END_STREAM
+        (``_out.done``) on a still-open stream asks for the RST. A method, not a
+        closure per close: items carry no callables (``_items.py``)."""
+        if self._out.done and not self._closed and self._error is None:
+            self.reset(ErrorCodes.CANCEL)
 
     def _return_quota(self, size: int) -> None:
         """``size`` bytes of queued output were framed or dropped (``Data.release``,
