@@ -343,11 +343,12 @@ class FixedFrameBuffer(FrameBuffer):
         limit = cap - self._slack + 9
         if limit < need + 9:
             limit = need + 9 if need + 9 < cap else cap
-        if limit <= end:  # add_data, which parses nothing between its copies: grow
-            need = self._wrap(2 * cap)
-            buf = self._buf
-            assert buf is not None
-            end = self._end
+        if limit <= end:  # complete frames not parsed yet (a caller that reads on)
+            if end == cap:
+                self._wrap(cap + 1)
+                buf = self._buf
+                assert buf is not None
+                end = self._end
             limit = len(buf)
         return memoryview(buf)[end:limit]
 
@@ -392,16 +393,22 @@ class FixedFrameBuffer(FrameBuffer):
 
     def add_data(self, data: Any) -> None:
         """h2's ``add_data``: copy ``data`` into the buffer (a transport that is not a
-        socket; the reader ``recv_into``s a socket's bytes straight into it)."""
+        socket; the reader ``recv_into``s a socket's bytes straight into it).
+
+        A new buffer is sized to what came (often a small message), not
+        ``read_size``; a buffer without room after its unparsed bytes wraps
+        (growing if they and ``data`` do not fit)."""
         view = memoryview(data).cast("B")
-        pos = 0
         size = len(view)
-        while pos < size:
-            target = self.read_target()
-            n = min(len(target), size - pos)
-            target[:n] = view[pos : pos + n]
-            self._end += n
-            pos += n
+        if not size:
+            return
+        if self._buf is None:
+            self._buf = bytearray(max(size, 1024))
+        if self._end + size > len(self._buf):
+            self._wrap(self._end - self._start + size)
+        end = self._end
+        self._buf[end : end + size] = view
+        self._end = end + size
 
     def _check_preamble(self) -> None:
         # h2's ``add_data`` checks the client's connection preface as bytes arrive;
