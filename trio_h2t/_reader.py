@@ -401,9 +401,15 @@ class Reader:
                         # First: the bytes count against the inbound budget before
                         # the connection window is given back (_flow.py).
                         data = ev.data
-                        stream._on_data(data, n)
                         if isinstance(data, memoryview):  # of the frame buffer
-                            self._holders.add(stream)
+                            if stream._chunks:
+                                # Its application is behind: it may stay behind for
+                                # a window, longer than the buffer can wait. Copy
+                                # now, once (receive_some returns these bytes).
+                                data = data.tobytes()
+                            else:
+                                self._holders.add(stream)
+                        stream._on_data(data, n)
                     if not n and ev.stream_ended is None:
                         self._flood("empty_data")  # RFC 9113 allows it; costs us a frame
                     inc = self._in_flow.on_data(n)
