@@ -127,10 +127,10 @@ def budget_violations(core: ConnectionCore, *, between_reads: bool) -> list[str]
     if len(h2_conn.streams) > max(64, 2 * limit) + 1:
         found.append(f"h2 holds {len(h2_conn.streams)} streams, limit {limit}")
     buffer = h2_conn.incoming_buffer
-    if between_reads and len(buffer._data) > 9 + config.max_frame_size:
-        found.append(f"{len(buffer._data)} bytes in h2's frame buffer between reads")
-    block = sum(len(frame.data) for frame in buffer._headers_buffer)
     assert isinstance(buffer, FixedFrameBuffer)  # the reader's, with the block cap
+    if between_reads and buffer.pending() > 9 + config.max_frame_size:
+        found.append(f"{buffer.pending()} bytes in h2's frame buffer between reads")
+    block = sum(len(frame.data) for frame in buffer._headers_buffer)
     cap = buffer.max_header_block
     if block > cap:
         found.append(f"a header block of {block} bytes buffered, cap {cap}")

@@ -57,6 +57,10 @@ METHODS = [
     # _h2fixes.frame_data looks a stream up as h2's send_data does:
     (h2.connection.H2Connection, "_get_stream_by_id", ("self", "stream_id")),
     (h2.connection.H2Connection, "_receive_priority_frame", ("self", "frame")),
+    # FixedFrameBuffer parses frames in its own buffer, through h2's header-block
+    # buffer and length check:
+    (h2.frame_buffer.FrameBuffer, "_update_header_buffer", ("self", "f")),
+    (h2.frame_buffer.FrameBuffer, "_validate_frame_length", ("self", "length")),
     (h2.connection.H2Connection, "_receive_rst_stream_frame", ("self", "frame")),
     (h2.stream.H2Stream, "_initialize_content_length", ("self", "headers")),
     (
@@ -101,12 +105,16 @@ ATTRIBUTES = {
     "_closed_streams",
     "_data_to_send",
     "_data",
+    "_headers_buffer",
+    "_preamble",
+    "_preamble_len",
     "_maxsize",
     "_events",
     "_expected_content_length",
     "_actual_content_length",
     "_authority",
     "_inbound_window_manager",
+    "_inbound_flow_control_window_manager",
     "_normalize_inbound_headers",
     "_validate_inbound_headers",
 }
@@ -115,6 +123,14 @@ ATTRIBUTES = {
 OURS = {
     "_MAX_SLOTS",
     "_block_size",
+    "_buf",
+    "_check_preamble",
+    "_data_frame",
+    "_end",
+    "_parse_frame",
+    "_slack",
+    "_start",
+    "_wrap",
     "_count_block",
     "_cache",
     "_check_not_forgotten",
@@ -190,9 +206,16 @@ def test_private_method_exists_with_compatible_signature(
 def test_private_attributes_exist() -> None:
     """The private attributes we read or replace are still set by h2, hpack, hyperframe."""
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-    for name in ("_frame_dispatch_table", "_closed_streams", "_data_to_send"):
+    for name in (
+        "_frame_dispatch_table",
+        "_closed_streams",
+        "_data_to_send",
+        "_inbound_flow_control_window_manager",
+    ):
         assert hasattr(conn, name), name
-    assert hasattr(h2.frame_buffer.FrameBuffer(), "_data")
+    buffer = h2.frame_buffer.FrameBuffer(server=True)
+    for name in ("_data", "_headers_buffer", "_preamble", "_preamble_len"):
+        assert hasattr(buffer, name), name
     assert hasattr(hpack.table.HeaderTable(), "_maxsize")
     assert hasattr(h2.exceptions.StreamClosedError(1), "_events")
     stream = h2.stream.H2Stream(1, h2.config.H2Configuration(), 65_535, 65_535)

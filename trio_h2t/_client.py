@@ -444,8 +444,7 @@ async def open_client_connection(
 def _unparsed(core: ConnectionCore) -> bytes:
     """The first bytes the server sent that h2 could not parse (the handshake failed
     before any frame was taken), for the error message; b"" if none."""
-    buffer = getattr(core.h2, "incoming_buffer", None)
-    return bytes(getattr(buffer, "_data", b"")[:16])
+    return core.h2.incoming_buffer.unparsed(16)
 
 
 def _handshake_error(

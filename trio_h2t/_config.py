@@ -81,8 +81,10 @@ class TransportConfig:
     #: Bytes a stream may queue ahead of flow control before send_data waits
     #: (grpc-go's ``defaultWriteQuota``). May go negative: one big write is admitted.
     write_quota: int = 64 * 1024
-    #: Bytes asked of the socket per read (grpc-go's ReadBufferSize: 32 KiB). The
-    #: buffer is held only while reads are 1 KiB or more (``_reader.SMALL_READ``).
+    #: Bytes of the reader's buffer (grpc-go's ReadBufferSize: 32 KiB), which frames
+    #: are parsed in; it grows to four frames for frames that do not fit (at most two
+    #: buffers while DATA views wait; docs/architecture.md). The buffer is held only
+    #: while reads are 1 KiB or more (``_reader.SMALL_READ``).
     read_buffer_size: int = 64 * 1024
     #: Frames the reader hands h2 per step before it yields to the other tasks
     #: (0 = all that were read). 32 lets the two peers overlap over TCP instead of

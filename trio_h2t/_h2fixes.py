@@ -68,6 +68,7 @@ Owner: the connection's tasks, each using it only between awaits. The reader cal
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import h2.config
@@ -90,8 +91,15 @@ from h2.frame_buffer import FrameBuffer
 from h2.stream import StreamClosedBy, StreamInputs, StreamState
 from h2.utilities import is_informational_response
 from hpack.exceptions import HPACKError
-from hyperframe.exceptions import InvalidPaddingError
-from hyperframe.frame import DataFrame, GoAwayFrame, PriorityFrame, RstStreamFrame, SettingsFrame
+from hyperframe.exceptions import InvalidDataError, InvalidFrameError, InvalidPaddingError
+from hyperframe.frame import (
+    DataFrame,
+    Frame,
+    GoAwayFrame,
+    PriorityFrame,
+    RstStreamFrame,
+    SettingsFrame,
+)
 
 from ._hpack import READ_ON_FACTOR, HeaderListTooLarge, ReadOnDecoder
 
@@ -104,12 +112,15 @@ _CLIENT_OPEN = ConnectionState.CLIENT_OPEN
 _SERVER_OPEN = ConnectionState.SERVER_OPEN
 _OPEN = StreamState.OPEN
 _HALF_CLOSED_REMOTE = StreamState.HALF_CLOSED_REMOTE
+# Any frame's header: the length as 16 + 8 bits, type, flags, stream id (§4.1).
+_FRAME_HEAD = struct.Struct(">HBBBL")
 
 __all__ = [
     "HEADER_LIST_TOO_LARGE_RESPONSE",
     "MAX_INFORMATIONAL",
     "FixedConnection",
     "FixedFrameBuffer",
+    "InboundData",
     "FixedStream",
     "GoAwayReceived",
     "PriorityFrameReceived",
@@ -144,6 +155,7 @@ def goaway_frame(last_stream_id: int, error_code: int, debug_data: bytes = b"") 
 #: What h2's ``H2Connection._receive_headers_frame`` catches from hpack as a decoding failure.
 _HPACK_FAILURES = (HPACKError, IndexError, TypeError, UnicodeDecodeError)
 
+_DATA = 0x0
 _HEADERS = 0x1
 _SETTINGS = 0x4
 _PUSH_PROMISE = 0x5
@@ -164,6 +176,47 @@ class PriorityFrameReceived(h2.events.Event):
 
     def __repr__(self) -> str:
         return f"<PriorityFrameReceived stream_id:{self.stream_id}>"
+
+
+class InboundData:
+    """A DATA frame that ``FixedFrameBuffer`` parsed in place: the fields h2's
+    ``_receive_data_frame`` and ``_handle_data_on_closed_stream`` read of
+    hyperframe's ``DataFrame`` (``stream_id``, ``flags``, ``data``,
+    ``flow_controlled_length``), without building one. ``data`` is the payload
+    without padding: a memoryview of the frame buffer when the buffer's ``views`` is
+    set, else ``bytes`` (one copy, where hyperframe's ``parse_body`` made the same).
+    Immutable after init."""
+
+    __slots__ = ("data", "flags", "flow_controlled_length", "pad_length", "stream_id")
+
+    def __init__(
+        self,
+        stream_id: int,
+        flags: frozenset[str],
+        data: bytes | memoryview,
+        pad_length: int,
+        flow_controlled_length: int,
+    ) -> None:
+        self.stream_id = stream_id
+        self.flags = flags
+        self.data = data
+        self.pad_length = pad_length
+        self.flow_controlled_length = flow_controlled_length
+
+    def __repr__(self) -> str:
+        return (
+            f"InboundData(stream_id={self.stream_id}, flags={sorted(self.flags)}):"
+            f" {len(self.data)} bytes, padding {self.pad_length}"
+        )
+
+
+#: ``InboundData.flags`` by the DATA frame's END_STREAM (0x1) and PADDED (0x8) bits.
+_DATA_FLAGS = {
+    0: frozenset(),
+    0x1: frozenset({"END_STREAM"}),
+    0x8: frozenset({"PADDED"}),
+    0x9: frozenset({"END_STREAM", "PADDED"}),
+}
 
 
 class FixedFrameBuffer(FrameBuffer):
@@ -217,6 +270,163 @@ class FixedFrameBuffer(FrameBuffer):
         self.max_header_block = READ_ON_FACTOR * 65_536
         # owner: reader: bytes of the block in h2's _headers_buffer so far.
         self._block_size = 0
+        #: Bytes of a new buffer (owner: reader; ``make_h2_state`` sets it to
+        #: ``read_buffer_size``); it grows for frames that do not fit (``_wrap``).
+        self.read_size = 65_536
+        #: Hand DATA payloads out as memoryviews of the buffer, not copies (owner:
+        #: reader, which sets it with ``on_reuse``).
+        self.views = False
+        #: Called with the buffer before bytes that may lie under a view handed out
+        #: are overwritten: returns a buffer of the same size to go on in instead
+        #: (the views keep the old one), or None to overwrite it (owner: reader).
+        self.on_reuse: Callable[[bytearray], bytearray | None] | None = None
+        #: Called with the buffer before it is dropped (``release``; owner: reader).
+        self.on_release: Callable[[bytearray], None] | None = None
+        # owner: reader: the bytes read and not yet parsed are _buf[_start:_end]
+        # (the frames before _start stay as they were until a wrap); None: no
+        # buffer held (``release``).
+        self._buf: bytearray | None = None
+        self._start = 0  # owner: reader
+        self._end = 0  # owner: reader
+        # owner: reader: 9 + the longest frame parsed so far (at least 16 KiB, the
+        # RFC's default frame size): space a read leaves for the next frame.
+        self._slack = 9 + 16_384
+
+    # -- the buffer: reads land in it, frames are parsed where they landed ------------
+
+    def pending(self) -> int:
+        """Bytes read and not yet parsed (at most one incomplete frame between reads)."""
+        return self._end - self._start
+
+    def unparsed(self, n: int) -> bytes:
+        """The first ``n`` bytes not yet parsed (fewer if fewer are here)."""
+        if self._buf is None:
+            return b""
+        return bytes(self._buf[self._start : min(self._start + n, self._end)])
+
+    @property
+    def idle(self) -> bool:
+        """True while no buffer is held (after ``release``, before the next read)."""
+        return self._buf is None
+
+    def read_target(self) -> memoryview:
+        """Where the next read goes: a non-empty writable view of the buffer after the
+        bytes already read, to pass to ``recv_into``; then ``commit`` what was read.
+
+        The buffer is used as a log: each read lands after the previous one, so the
+        payloads of frames already parsed stay where they are until a *wrap* (the
+        frame being read would run past the end: its bytes move to the start, in a
+        larger buffer if it is larger than the buffer; ``on_reuse`` is called
+        first, and may give another buffer to go on in). A read ends where a frame
+        starting before it would still fit (as long as the longest frame so far), or
+        at the end of the frame being read plus the next frame's header: so a wrap
+        moves only a frame header; the payload
+        bytes of a frame move only if the frame is longer than any before it (the
+        first wrap after the peer starts using larger frames).
+        """
+        buf = self._buf
+        if buf is None:
+            buf = self._buf = bytearray(self.read_size)
+        start = self._start
+        end = self._end
+        cap = len(buf)
+        need = start + 9
+        if self._preamble_len:  # the client's preface is not a frame
+            need += self._preamble_len
+        elif end - start >= 9:
+            length = buf[start] << 16 | buf[start + 1] << 8 | buf[start + 2]
+            if length <= self.max_frame_size:  # (else __next__ has refused it)
+                need += length
+        if need > cap or (start == end and cap - end < self._slack):
+            need = self._wrap(need - start)
+            buf = self._buf
+            assert buf is not None
+            end = self._end
+            cap = len(buf)
+        # Frames whose header this read brings must fit after it, if they are no
+        # longer than any before (``_slack``); the frame being read, and the next
+        # header, are read whatever.
+        limit = cap - self._slack + 9
+        if limit < need + 9:
+            limit = need + 9 if need + 9 < cap else cap
+        if limit <= end:  # complete frames not parsed yet (a caller that reads on)
+            if end == cap:
+                self._wrap(cap + 1)
+                buf = self._buf
+                assert buf is not None
+                end = self._end
+            limit = len(buf)
+        return memoryview(buf)[end:limit]
+
+    def commit(self, n: int) -> None:
+        """``n`` bytes were read into the last ``read_target``."""
+        self._end += n
+
+    def _wrap(self, need: int) -> int:
+        # Move the unparsed bytes to the start (read_target's docstring): into a new
+        # buffer if ``need`` bytes from the frame's start do not fit (four times the
+        # frame, two past 256 KiB, so several frames fit one read). Returns where
+        # the frame being read ends now.
+        buf = self._buf
+        assert buf is not None
+        start = self._start
+        kept = self._end - start
+        cap = len(buf)
+        new: bytearray | None = None
+        if need > cap:  # the old buffer is left to any views of it
+            size = max(4 * need if need <= 262_144 else 2 * need, self.read_size)
+            new = bytearray(size + (-size) % 4096)
+        elif self.on_reuse is not None:
+            new = self.on_reuse(buf)
+        if new is not None:
+            new[:kept] = memoryview(buf)[start : self._end]
+            self._buf = new
+        elif kept:
+            buf[:kept] = buf[start : self._end]
+        self._start = 0
+        self._end = kept
+        return need
+
+    def release(self) -> None:
+        """Drop the buffer if it holds no unparsed byte (a quiet connection holds none;
+        the next ``read_target`` allocates ``read_size`` bytes again)."""
+        buf = self._buf
+        if buf is not None and self._start == self._end:
+            if self.on_release is not None:
+                self.on_release(buf)
+            self._buf = None
+            self._start = self._end = 0
+
+    def add_data(self, data: Any) -> None:
+        """h2's ``add_data``: copy ``data`` into the buffer (a transport that is not a
+        socket; the reader ``recv_into``s a socket's bytes straight into it).
+
+        A new buffer is sized to what came (often a small message), not
+        ``read_size``; a buffer without room after its unparsed bytes wraps
+        (growing if they and ``data`` do not fit)."""
+        view = memoryview(data).cast("B")
+        size = len(view)
+        if not size:
+            return
+        if self._buf is None:
+            self._buf = bytearray(max(size, 1024))
+        if self._end + size > len(self._buf):
+            self._wrap(self._end - self._start + size)
+        end = self._end
+        self._buf[end : end + size] = view
+        self._end = end + size
+
+    def _check_preamble(self) -> None:
+        # h2's ``add_data`` checks the client's connection preface as bytes arrive;
+        # here the bytes are checked where they landed, then skipped.
+        buf = self._buf
+        assert buf is not None
+        n = min(self._preamble_len, self._end - self._start)
+        if self._preamble[:n] != buf[self._start : self._start + n]:
+            raise ProtocolError("Invalid HTTP/2 preamble.")
+        self._preamble = self._preamble[n:]
+        self._preamble_len -= n
+        self._start += n
 
     def _count_block(self, kind: int, length: int, end: int) -> None:
         # The header block still arriving (docstring): its size so far, from the
@@ -230,32 +440,46 @@ class FixedFrameBuffer(FrameBuffer):
             )
         self._block_size = 0 if end else size
 
-    def _unpad_headers(self, length: int) -> None:
-        # A complete padded HEADERS frame at the buffer's start (docstring, §6.2).
-        data = self._data
-        fields = 1 + (5 if data[4] & _PRIORITY else 0)  # Pad Length, priority
+    def _unpad_headers(self, data: bytearray, start: int, length: int) -> None:
+        # A complete padded HEADERS frame at ``start`` (docstring, §6.2).
+        fields = 1 + (5 if data[start + 4] & _PRIORITY else 0)  # Pad Length, priority
         if length < fields:
             return  # too short for its fields: hyperframe's FRAME_SIZE_ERROR
-        padding = data[9]
+        padding = data[start + 9]
         rest = length - fields
         if padding > rest:
             raise InvalidPaddingError(
                 f"HEADERS padding of {padding} bytes, but {rest} follow its fields"
             )
-        if padding == rest:  # an empty fragment: the frame without its padding
-            kept = data[10 : 9 + fields]
-            header = len(kept).to_bytes(3, "big") + bytes([data[3], data[4] & ~_PADDED]) + data[5:9]
-            data[: 9 + length] = header + kept
+        if padding == rest:  # an empty fragment: the frame without its padding,
+            # written to end where the padded frame ended
+            kept = data[start + 10 : start + 9 + fields]
+            header = (
+                len(kept).to_bytes(3, "big")
+                + bytes([data[start + 3], data[start + 4] & ~_PADDED])
+                + data[start + 5 : start + 9]
+            )
+            new_start = start + 9 + length - len(header) - len(kept)
+            data[new_start : start + 9 + length] = header + kept
+            self._start = new_start
 
     def __next__(self) -> Any:
-        data = self._data
-        if len(data) >= 9:
-            length = int.from_bytes(data[0:3], "big")
-            kind = data[3]
+        while True:
+            if self._preamble_len and self._buf is not None:
+                self._check_preamble()
+            data = self._buf
+            start = self._start
+            avail = self._end - start
+            if data is None or avail < 9:
+                raise StopIteration
+            length, low, kind, flags, sid = _FRAME_HEAD.unpack_from(data, start)
+            length = length << 8 | low
+            sid &= 0x7FFFFFFF
             if not self._first_checked:
-                if kind != _SETTINGS or data[4] & 0x1 or int.from_bytes(data[5:9], "big"):
+                if kind != _SETTINGS or flags & 0x1 or sid:
                     raise ProtocolError(
-                        f"the server did not answer with HTTP/2: {bytes(data[:64])!r}"
+                        "the server did not answer with HTTP/2:"
+                        f" {bytes(data[start : min(start + 64, self._end)])!r}"
                     )
                 self._first_checked = True
             if length > self.max_frame_size:
@@ -263,19 +487,79 @@ class FixedFrameBuffer(FrameBuffer):
                     f"frame of {length} bytes, over our SETTINGS_MAX_FRAME_SIZE "
                     f"{self.max_frame_size}"
                 )
-            complete = len(data) >= 9 + length  # h2 is about to take the frame
+            complete = avail >= 9 + length  # the frame is parsed now
+            if kind == _DATA and sid:
+                if not complete:
+                    raise StopIteration
+                frame = self._data_frame(data, start, length, flags, sid)
+                if frame is not None:
+                    if 9 + length > self._slack:
+                        self._slack = 9 + length
+                    self._start = start + 9 + length
+                    if not self._headers_buffer:
+                        return frame
+                    self._update_header_buffer(frame)  # type: ignore[arg-type]  # raises: not a CONTINUATION
+                    continue
             if complete and (
                 kind == _CONTINUATION
-                or (kind in (_HEADERS, _PUSH_PROMISE) and not data[4] & _END_HEADERS)
+                or (kind in (_HEADERS, _PUSH_PROMISE) and not flags & _END_HEADERS)
             ):
-                self._count_block(kind, length, data[4] & _END_HEADERS)
-            if complete and kind == _HEADERS and data[4] & _PADDED:
-                self._unpad_headers(length)
-            elif kind == _WINDOW_UPDATE and length == 4 and len(data) >= 13:
-                data[9] &= 0x7F
-            elif kind == _SETTINGS and data[4] & 0x1 and length:
+                self._count_block(kind, length, flags & _END_HEADERS)
+            if complete and kind == _HEADERS and flags & _PADDED:
+                self._unpad_headers(data, start, length)
+                if self._start != start:
+                    continue  # the frame was rewritten shorter: read its header again
+            elif kind == _WINDOW_UPDATE and length == 4 and avail >= 13:
+                data[start + 9] &= 0x7F
+            elif kind == _SETTINGS and flags & 0x1 and length:
                 raise FrameDataMissingError("SETTINGS with ACK must have no payload")
-        return super().__next__()
+            frame = self._parse_frame(data, start, length, complete)
+            if frame is not None:
+                return frame
+
+    def _data_frame(
+        self, data: bytearray, start: int, length: int, flags: int, sid: int
+    ) -> InboundData | None:
+        # A complete DATA frame on a stream, parsed where it lies (no hyperframe
+        # object; hyperframe's ``DataFrame.parse_body`` copies the payload out), or
+        # None when hyperframe must say what is wrong with its padding.
+        first = start + 9
+        pad = 0
+        if flags & _PADDED:
+            if not length:
+                return None  # no Pad Length: hyperframe's FrameDataMissingError
+            pad = data[first]
+            if pad and pad >= length:
+                return None  # hyperframe's InvalidPaddingError
+            first += 1
+        end = start + 9 + length - pad
+        payload: bytes | memoryview = memoryview(data)[first:end]
+        if not self.views:
+            payload = bytes(payload)
+        return InboundData(sid, _DATA_FLAGS[flags & 0x9], payload, pad, length)
+
+    def _parse_frame(self, data: bytearray, start: int, length: int, complete: bool) -> Any:
+        # h2's ``FrameBuffer.__next__`` for one frame at ``start``: the header parsed
+        # (its errors raised even before the body is here), the body parsed from a
+        # copy (as h2 does: hyperframe may keep what it is given), then through h2's
+        # header-block buffer. None: the frame was taken into a header block.
+        try:
+            f, _ = Frame.parse_frame_header(memoryview(data)[start : start + 9])
+        except (InvalidDataError, InvalidFrameError) as err:
+            raise ProtocolError(f"Received frame with invalid header: {err!s}") from err
+        if not complete:
+            raise StopIteration
+        self._validate_frame_length(length)
+        try:
+            f.parse_body(memoryview(data[start + 9 : start + 9 + length]))
+        except InvalidDataError as err:
+            raise ProtocolError("Received frame with non-compliant data") from err
+        except InvalidFrameError as err:
+            raise FrameDataMissingError("Frame data missing or invalid") from err
+        if 9 + length > self._slack:
+            self._slack = 9 + length
+        self._start = start + 9 + length
+        return self._update_header_buffer(f)
 
 
 def _bodiless_status(headers: Any) -> bool:
@@ -434,7 +718,10 @@ class FixedConnection(h2.connection.H2Connection):
 
     def __init__(self, config: h2.config.H2Configuration) -> None:
         super().__init__(config=config)
-        self.incoming_buffer = FixedFrameBuffer(server=not config.client_side)
+        self.incoming_buffer: FixedFrameBuffer = FixedFrameBuffer(server=not config.client_side)
+        # DATA frames parsed in place go where hyperframe's DataFrame goes (h2's
+        # handlers read only the fields InboundData has).
+        self._frame_dispatch_table[InboundData] = self._receive_data_frame  # type: ignore[index]
         self.events_before_error: list[h2.events.Event] = []  # owner: reader
         self._prune_at = 64  # owner: as the class
         self._preface_checked = False  # owner: reader: the peer's first frame was SETTINGS
@@ -448,6 +735,19 @@ class FixedConnection(h2.connection.H2Connection):
         # replaces it with a caching one.
         self.decoder = ReadOnDecoder()
         self.decoder.max_header_list_size = self.DEFAULT_MAX_HEADER_LIST_SIZE
+
+    def commit_read(self, n: int) -> None:
+        """``n`` bytes were read straight into ``incoming_buffer.read_target()``: the
+        next ``receive_data`` (with ``b""``) parses them."""
+        self.bytes_received += n
+        self.incoming_buffer.commit(n)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` into the frame buffer; the next ``receive_data`` (with
+        ``b""``) parses it (``receive_data(data)`` in two steps)."""
+        if data:
+            self.bytes_received += len(data)
+            self.incoming_buffer.add_data(data)
 
     def prime(self, data: bytes) -> None:
         """Bytes a server read before h2 saw the connection (``_sniff``): the next

@@ -32,9 +32,9 @@ connection's ``error`` becomes that ``GoAwayError`` when the connection ends
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import h2.events
 import h2.exceptions
@@ -65,7 +65,7 @@ from ._exceptions import (
     StreamResetError,
 )
 from ._flow import BDP_PING_DATA
-from ._h2state import GoAwayReceived, PriorityFrameReceived
+from ._h2state import GoAwayReceived, H2State, PriorityFrameReceived
 from ._items import (
     CloseConnection,
     ControlItem,
@@ -78,6 +78,9 @@ from ._items import (
 )
 from ._pings import DRAIN_PING_DATA, TOO_MANY_PINGS, PingEnforcer
 from ._ratelimit import TokenBucket
+
+if TYPE_CHECKING:
+    from ._stream import H2Stream
 
 __all__ = ["Admit", "Reader"]
 
@@ -108,52 +111,75 @@ class _PeerClosed(Exception):
     """The transport reached EOF."""
 
 
-#: A read shorter than this drops the connection's read buffer: the next read
-#: waits for the socket to be readable without one, so an idle connection holds no
-#: ``read_buffer_size`` (64 KiB) buffer, most of what it used to cost.
+#: A read shorter than this drops the connection's read buffer (once its frames are
+#: parsed): the next read waits for the socket to be readable without one, so an
+#: idle connection holds no ``read_buffer_size`` (64 KiB) buffer, most of what it
+#: used to cost.
 SMALL_READ = 1024
 
 
 def _buffer_reader(
-    transport: trio.abc.ReceiveStream, size: int
-) -> Callable[[], Awaitable[bytes | bytearray | memoryview]]:
-    """A read function for the reader task.
+    transport: trio.abc.ReceiveStream, state: H2State
+) -> Callable[[], Awaitable[int]]:
+    """A read function for the reader task: it puts the next bytes from ``transport``
+    into h2's frame buffer (``FixedFrameBuffer``) and returns how many (0 at EOF).
 
-    On a ``trio.SocketStream`` it reads into a reused buffer of ``size`` bytes
-    (``recv_into``) and returns a view of it, valid until the next read: h2 copies
-    what it is given into its own frame buffer at once, so nothing keeps the view.
-    After a read shorter than ``SMALL_READ`` the buffer is dropped, and the next read
-    first waits for the socket to be readable, then allocates it again: a
-    connection holds the buffer only while traffic needs it (a read is never split
-    in two by a smaller buffer). Any other stream is read with
-    ``receive_some(size)``. Errors follow ``trio.abc.ReceiveStream``:
-    BrokenResourceError for the network, ClosedResourceError if the stream was
-    closed.
+    On a ``trio.SocketStream`` it ``recv_into``s the frame buffer itself (its
+    ``read_target``), where the frames are then parsed in place: no copy. A buffer
+    dropped after a short read (``SMALL_READ``) is allocated again only once the
+    socket is readable (a read is never split in two by a smaller buffer). Any other
+    stream is read with ``receive_some(read_size)`` and copied in (``add_data``).
+    Errors follow ``trio.abc.ReceiveStream``: BrokenResourceError for the network,
+    ClosedResourceError if the stream was closed.
     """
+    buffer = state.incoming_buffer
     if not isinstance(transport, trio.SocketStream):
-        return functools.partial(transport.receive_some, size)
-    sock = transport.socket
-    buffer: bytearray | None = None  # None: quiet, no buffer held
+        receive_some = transport.receive_some
+        size = buffer.read_size
 
-    async def read() -> memoryview:
-        nonlocal buffer
+        async def receive() -> int:
+            data = await receive_some(size)
+            state.feed(data)
+            return len(data)
+
+        return receive
+    sock = transport.socket
+    # trio's socket wraps a non-blocking stdlib socket; reading it directly saves
+    # trio's recv_into wrapper its context manager and its schedule point on
+    # success: the reader's loop already has one per read (wait_unthrottled).
+    raw = getattr(sock, "_sock", None)
+    recv_into = raw.recv_into if raw is not None else None
+
+    async def read() -> int:
         try:
-            current = buffer
-            if current is None:
+            if buffer.idle:
                 await trio.lowlevel.wait_readable(sock)
-                current = buffer = bytearray(size)
-            n = await sock.recv_into(current)
+            target = buffer.read_target()
+            if recv_into is None:
+                n = await sock.recv_into(target)
+            else:
+                while True:
+                    try:
+                        n = recv_into(target)
+                    except BlockingIOError:
+                        await trio.lowlevel.wait_readable(sock)
+                    else:
+                        break
         except trio.ClosedResourceError:
             raise
         except OSError as exc:
             if sock.fileno() == -1:
                 raise trio.ClosedResourceError("the socket was closed") from exc
             raise trio.BrokenResourceError(f"socket read failed: {exc}") from exc
-        if n < SMALL_READ:
-            buffer = None  # quiet again: the view below keeps it until the next read
-        return memoryview(current)[:n]
+        state.commit_read(n)
+        return n
 
     return read
+
+
+def _views_live(buf: bytearray, holders: set[H2Stream]) -> bool:
+    """Whether a stream in ``holders`` still queues a view of ``buf``."""
+    return any(stream._holds_view(buf) for stream in holders)
 
 
 class Reader:
@@ -177,6 +203,14 @@ class Reader:
             if core.client_side
             else TokenBucket(core.config.reset_burst, core.config.reset_rate, trio.current_time())
         )
+        # owner: reader: the streams handed views of the frame buffer since it was
+        # last reused (``_reuse_buffer``).
+        self._holders: set[H2Stream] = set()
+        # owner: reader: the frame buffer's other buffer (``_reuse_buffer``), None
+        # until one is needed.
+        self._spare: bytearray | None = None
+        # owner: reader: the streams handed views of ``_spare``.
+        self._spare_holders: set[H2Stream] = set()
         # owner: reader: WINDOW_UPDATEs under SMALL_WINDOW_UPDATE received so far.
         self._small_updates = 0
         # owner: reader: the peer's budget of frames that make us work for nothing
@@ -230,39 +264,46 @@ class Reader:
         """``run``'s loop: returns after a protocol error or a transport fault; raises
         ``_PeerClosed`` at EOF, and trio's resource errors as they come."""
         core = self._core
-        read = _buffer_reader(core.transport, core.config.read_buffer_size)
+        state = self._h2
+        buffer = state.incoming_buffer
+        # DATA payloads reach the streams as views of the frame buffer; before the
+        # bytes under them are overwritten, the views still queued become copies.
+        buffer.views = True
+        buffer.on_reuse = self._reuse_buffer
+        buffer.on_release = self._release_buffer
+        read = _buffer_reader(core.transport, state)
         # At most this many frames go through h2 per step; between steps the
         # handlers and loopy run, so a large read is answered while it is still
         # being parsed and the two peers work in parallel instead of in turns.
         max_frames = core.config.max_frames_per_read
-        state = self._h2
         cbuf = self._cbuf
         # The keepalive task's news (any bytes are a sign of life), kept only when
         # a keepalive task runs: a client without keepalive_time pays nothing.
         now = trio.lowlevel.current_clock().current_time if core.tracks_reads else None
+        # The last read was short: drop the buffer once it is parsed (at first too:
+        # bytes a server sniffed, ``prime``, may be all a quiet client sends).
+        small = True
         # Cancelled when loopy ends: nothing more can be written, so the
         # connection is over even if the peer never closes its side.
         with core.reader_scope:
             while True:
                 await cbuf.wait_unthrottled()  # always a schedule point
-                data: bytes | bytearray | memoryview
-                if state.input_pending:
-                    data = b""  # frames are still buffered: no read
-                else:
+                if not state.input_pending:  # else frames are still buffered: no read
                     try:
-                        data = await read()
+                        n = await read()
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         raise
                     except Exception as exc:
                         core.fault(exc, "the transport's receive_some")
                         return
-                    if not data:
+                    if not n:
                         raise _PeerClosed
+                    small = n < SMALL_READ
                     if now is not None:
                         core.last_read = now()
                 before = state.pending_bytes()
                 try:
-                    events = state.receive_data(data, max_frames)
+                    events = state.receive_data(b"", max_frames)
                 except h2.exceptions.ProtocolError as exc:
                     self._dispatch(state.events_before_error)
                     # h2 queued GOAWAY(code); let loopy flush it, then stop.
@@ -275,6 +316,49 @@ class Reader:
                 announced = self._dispatch(events)
                 if not announced and state.pending_bytes() > before:
                     self._put(PeerResponse("auto"))
+                if small and not state.input_pending:
+                    buffer.release()
+
+    def _reuse_buffer(self, buf: bytearray) -> bytearray | None:
+        """The frame buffer's ``on_reuse``: ``buf`` is about to be overwritten.
+
+        While a stream still queues views of it (its application is a read or two
+        behind), the reader goes on in a second buffer of the same size, kept for
+        that (allocated the first time), if that one's views are all read; only if
+        both hold unread views are those of ``buf`` copied, and ``buf`` reused.
+        So a connection holds at most two buffers, and a byte is copied twice only
+        when its application falls more than a buffer behind.
+        """
+        holders = self._holders
+        if not _views_live(buf, holders):
+            holders.clear()
+            return None
+        spare = self._spare
+        if spare is None or len(spare) != len(buf):
+            spare = bytearray(len(buf))
+            self._spare_holders.clear()
+        elif _views_live(spare, self._spare_holders):
+            for stream in holders:
+                stream._detach(buf)
+            holders.clear()
+            return None
+        self._spare = buf
+        self._holders, self._spare_holders = self._spare_holders, holders
+        self._holders.clear()
+        return spare
+
+    def _release_buffer(self, buf: bytearray) -> None:
+        # The frame buffer's ``on_release``: a quiet connection keeps no buffer, not
+        # even one pinned by views (they become copies).
+        spare = self._spare
+        if spare is not None:
+            for stream in self._spare_holders:
+                stream._detach(spare)
+        for stream in self._holders:
+            stream._detach(buf)
+        self._holders.clear()
+        self._spare_holders.clear()
+        self._spare = None
 
     def _on_eof(self) -> None:
         core = self._core
@@ -316,7 +400,16 @@ class Reader:
                     if stream is not None:
                         # First: the bytes count against the inbound budget before
                         # the connection window is given back (_flow.py).
-                        stream._on_data(ev.data, n)
+                        data = ev.data
+                        if isinstance(data, memoryview):  # of the frame buffer
+                            if stream._chunks:
+                                # Its application is behind: it may stay behind for
+                                # a window, longer than the buffer can wait. Copy
+                                # now, once (receive_some returns these bytes).
+                                data = data.tobytes()
+                            else:
+                                self._holders.add(stream)
+                        stream._on_data(data, n)
                     if not n and ev.stream_ended is None:
                         self._flood("empty_data")  # RFC 9113 allows it; costs us a frame
                     inc = self._in_flow.on_data(n)

@@ -139,6 +139,21 @@ def _check_payload(data: object) -> None:
         raise TypeError(f"data must be bytes, bytearray or memoryview, not {type(data).__name__}")
 
 
+def _writable_bytes(buffer: object) -> memoryview:
+    """``buffer`` as a flat, writable byte view (TypeError if it is not one)."""
+    try:
+        view = memoryview(buffer)  # type: ignore[arg-type]  # any buffer; checked here
+    except TypeError:
+        raise TypeError(
+            f"buffer must be a writable bytes-like object, not {type(buffer).__name__}"
+        ) from None
+    if view.readonly:
+        raise TypeError(f"buffer must be writable ({type(buffer).__name__} is read-only)")
+    if not view.c_contiguous:
+        raise TypeError("buffer must be contiguous")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
 def _field(field: object, encoding: str, what: str) -> bytes:
     if isinstance(field, str):
         return field.encode(encoding)
@@ -153,7 +168,8 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     Sending: :meth:`send_headers`, :meth:`send_data`, :meth:`send_trailers`,
     :meth:`end`. Receiving: :meth:`receive_headers`, :meth:`receive_some` (or
-    ``async for chunk in stream``), :meth:`receive_trailers`. Aborting: :meth:`reset`.
+    ``async for chunk in stream``), :meth:`receive_into` (into a buffer of yours),
+    :meth:`receive_trailers`. Aborting: :meth:`reset`.
 
     One task may receive while another sends (a bidirectional stream); two tasks
     receiving at once, or sending at once, get ``trio.BusyResourceError``.
@@ -197,7 +213,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._headers = headers
         # shared: the reader appends, the stream task pops. Built on the first DATA
         # (a deque is ~600 bytes; most unary streams carry no body one way or the other).
-        self._chunks: deque[bytes] | None = None
+        # A chunk is bytes, or a memoryview: of the reader's frame buffer (copied by
+        # ``_detach`` before the reader reuses those bytes), or of a chunk partly read.
+        self._chunks: deque[bytes | memoryview] | None = None
         self._recv_ended = False  # owner: reader: END_STREAM received
         self._trailers: HeaderList | None = None  # owner: reader
         # shared: the reader (on_data, new_limit), the stream task (on_read, request),
@@ -457,15 +475,77 @@ class H2Stream(metaclass=NoPublicConstructor):
         chunks = self._chunks
         assert chunks is not None  # not empty
         chunk = chunks[0]
+        # One copy per byte in all: a view of the frame buffer becomes bytes here
+        # (a chunk already bytes is returned whole, or sliced once).
         if max_bytes is not None and len(chunk) > max_bytes:
-            chunks[0] = chunk[max_bytes:]
-            chunk = chunk[:max_bytes]
+            view = chunk if type(chunk) is memoryview else memoryview(chunk)
+            chunks[0] = view[max_bytes:]
+            out = bytes(view[:max_bytes])
         else:
             chunks.popleft()
-        self._consumed(len(chunk))
+            out = bytes(chunk)  # the same object when it is bytes already
+        self._consumed(len(out))
         if not parked:
             await trio.lowlevel.cancel_shielded_checkpoint()
-        return chunk
+        return out
+
+    async def receive_into(self, buffer: bytearray | memoryview) -> int:
+        """Read the next bytes of the body into ``buffer``; return how many (at most
+        ``len(buffer)``), 0 at its end.
+
+        For applications that reuse their buffers: the bytes are copied once, from
+        the connection's read buffer (or from where they waited, if the
+        application fell behind) straight into ``buffer``, and nothing is
+        allocated per call. It may return fewer bytes than fit although more have
+        arrived (at most one received chunk per call, as :meth:`receive_some`).
+        Window is returned to the peer exactly as by :meth:`receive_some`.
+
+        Checkpoint: always. On cancellation: no data is lost, and ``buffer`` is
+        unchanged.
+
+        Raises:
+            StreamResetError: the stream was reset (StreamRefusedError if refused).
+            trio.BrokenResourceError: the connection broke (see ``__cause__``).
+            TypeError: ``buffer`` is not a writable, contiguous bytes-like object
+                (checked first; nothing is consumed).
+            ValueError: ``buffer`` is empty (checked first; nothing is consumed).
+        """
+        target = _writable_bytes(buffer)
+        size = len(target)
+        if not size:
+            raise ValueError("buffer must not be empty")
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._continue_pending:
+            self._send_continue()
+        if self._error is not None and not self._recv_ended:
+            self._raise_if_error()  # an incomplete body is not handed out (receive_some)
+        parked = False
+        while not self._chunks:
+            if self._recv_ended:
+                if not parked:
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                return 0
+            self._raise_if_error()
+            parked = True
+            self._enter_recv_wait()
+            await trio.lowlevel.wait_task_rescheduled(self._abort_recv)
+            await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled wins, as above
+        chunks = self._chunks
+        assert chunks is not None  # not empty
+        chunk = chunks[0]
+        n = len(chunk)
+        if n > size:
+            view = chunk if type(chunk) is memoryview else memoryview(chunk)
+            target[:] = view[:size]
+            chunks[0] = view[size:]
+            n = size
+        else:
+            target[:n] = chunk
+            chunks.popleft()
+        self._consumed(n)
+        if not parked:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return n
 
     async def receive_exactly(self, n: int) -> bytes:
         """Return exactly ``n`` body bytes, granting the peer window for them at once
@@ -889,7 +969,25 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     # -- called by the reader / core (synchronously) --------------------------------
 
-    def _on_data(self, data: bytes, flow_controlled_length: int) -> None:
+    def _holds_view(self, buf: bytearray) -> bool:
+        """Whether a queued chunk is a view of ``buf`` (the reader's frame buffer)."""
+        chunks = self._chunks
+        if chunks:
+            for chunk in chunks:
+                if type(chunk) is memoryview and chunk.obj is buf:
+                    return True
+        return False
+
+    def _detach(self, buf: bytearray) -> None:
+        """The reader is about to reuse (or drop) ``buf``: the queued views of it
+        become bytes. Synchronous."""
+        chunks = self._chunks
+        if chunks:
+            for i, chunk in enumerate(chunks):
+                if type(chunk) is memoryview and chunk.obj is buf:
+                    chunks[i] = chunk.tobytes()
+
+    def _on_data(self, data: bytes | memoryview, flow_controlled_length: int) -> None:
         self._in_flow.on_data(flow_controlled_length)
         padding = flow_controlled_length - len(data)
         if padding:
