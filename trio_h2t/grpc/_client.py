@@ -960,54 +960,6 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         finally:
             channel._call_ended()
         return response
-        # No timeout: no deadline scope of its own, so none of _CallOpener's work but
-        # its stream's, done here; and receive_response's body inline. While the call
-        # waits for its response, this coroutine and the Call are all the layer keeps
-        # (no _CallOpener, no bound __aexit__ of a with statement, no coroutine per
-        # receiving step): the cyclic collector's work grows with what calls in
-        # flight keep (benchmarks/README.md, "Why W1's p99 misses").
-        await trio.lowlevel.checkpoint_if_cancelled()
-        channel = self._channel
-        if channel._closing:
-            raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
-        encoding = channel._encoding_for(compression)
-        method = self.method
-        headers = channel._headers(method, trio.current_effective_deadline(), metadata, encoding)
-        opener = channel._conn.open_stream(headers)
-        channel._active += 1
-        try:
-            try:
-                stream = await opener.__aenter__()
-            except _TRANSPORT_ERRORS as exc:
-                raise RpcError(*_error_from_transport(exc)) from exc
-            unary: Call[Any, Any] = Call._create(
-                channel, stream, method, self._serializer, self._deserializer, encoding
-            )
-            try:
-                await unary._send(request, end=True)
-                # Opening and sending were checkpoints: no checkpoint of its own here.
-                # The wait for the headers is here, in this frame (see _need_headers).
-                if unary._need_headers():
-                    try:
-                        head = await stream.receive_headers()
-                    except _TRANSPORT_ERRORS as exc:
-                        unary._headers_lost(exc)
-                    unary._take_headers(head)
-                payload = await unary._next_payload()
-                if payload is None:
-                    raise unary._fail(StatusCode.INTERNAL, "the server sent no response message")
-                if await unary._next_payload() is not None:
-                    raise unary._fail(
-                        StatusCode.INTERNAL, "the server sent more than one response message"
-                    )
-                response = unary._deserialize(payload)
-            except BaseException as exc:
-                await opener.__aexit__(type(exc), exc, exc.__traceback__)
-                raise
-            await opener.__aexit__(None, None, None)
-        finally:
-            channel._call_ended()
-        return response
 
     async def with_call(
         self,
