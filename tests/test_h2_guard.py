@@ -4,7 +4,8 @@ trio_h2t subclasses h2's connection and stream and reads a few private attribute
 (``_h2fixes.py``, the correctness layer; ``_h2fast.py``, the speed layer; ``_hpack.py``).
 A new h2 release that renames one would break us quietly; these tests fail first,
 naming it, and a private name used in those modules but not pinned here fails too.
-``.ci/run`` also runs the suite against the newest h2 release.
+``.ci/run`` also runs the suite against the newest h2 release. The one private name
+of trio's we use, the stdlib socket under trio's (``_sock``), is pinned here too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import hpack.hpack
 import hpack.huffman_table
 import hpack.table
 import pytest
+import trio
 from h2.errors import ErrorCodes
 from hpack import Encoder
 from hyperframe.exceptions import InvalidPaddingError
@@ -34,6 +36,7 @@ import trio_h2t
 from trio_h2t._h2fast import FastStream
 from trio_h2t._h2fixes import FixedFrameBuffer
 from trio_h2t._hpack import CachingDecoder, HeaderListTooLarge, ReadOnDecoder
+from trio_h2t._sockopts import stdlib_socket
 
 #: (class, private method, parameter names we rely on).
 METHODS = [
@@ -313,3 +316,15 @@ def test_the_frame_buffer_takes_the_padding_rule_from_the_raw_bytes() -> None:
     buffer.add_data(b"\x00\x00\x04\x01\x0d\x00\x00\x00\x03" + b"\x04" + b"\x00" * 3)
     with pytest.raises(InvalidPaddingError):
         next(buffer)
+
+
+async def test_trio_socket_still_wraps_a_stdlib_socket() -> None:
+    """The reader and loopy call the stdlib socket under trio's (``_sockopts.stdlib_socket``,
+    trio's private ``_sock``); without it they fall back to trio's slower wrappers, so
+    a trio that moves it must fail here rather than only slow down."""
+    a, b = trio.socket.socketpair()
+    with a, b:
+        raw = stdlib_socket(a)
+        assert raw is not None
+        assert raw.fileno() == a.fileno()
+        assert not raw.getblocking()

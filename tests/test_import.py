@@ -109,6 +109,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_items",
             "_outstream",
             "_statistics",
+            "_sockopts",  # stdlib_socket
             "_stream",
         }
     ),
@@ -137,6 +138,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_items",
             "_pings",
             "_ratelimit",
+            "_sockopts",  # stdlib_socket
             "_stream",
         }
     ),

@@ -103,6 +103,7 @@ from ._items import (
     WindowUpdate,
 )
 from ._outstream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_EMPTY, OUT_WAITING
+from ._sockopts import stdlib_socket
 from ._statistics import LoopyStatistics
 from ._stream import H2Stream
 
@@ -140,7 +141,7 @@ async def send_vectored(
     """
     if sock.did_shutdown_SHUT_WR:
         raise trio.ClosedResourceError("can't send data after sending EOF")
-    raw = getattr(sock, "_sock", None)
+    raw = stdlib_socket(sock)
     count = len(chunks)
     first = 0
     try:

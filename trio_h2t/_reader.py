@@ -78,6 +78,7 @@ from ._items import (
 )
 from ._pings import DRAIN_PING_DATA, TOO_MANY_PINGS, PingEnforcer
 from ._ratelimit import TokenBucket
+from ._sockopts import stdlib_socket
 
 if TYPE_CHECKING:
     from ._stream import H2Stream
@@ -144,10 +145,10 @@ def _buffer_reader(
 
         return receive
     sock = transport.socket
-    # trio's socket wraps a non-blocking stdlib socket; reading it directly saves
-    # trio's recv_into wrapper its context manager and its schedule point on
-    # success: the reader's loop already has one per read (wait_unthrottled).
-    raw = getattr(sock, "_sock", None)
+    # Reading the stdlib socket directly saves trio's recv_into wrapper its context
+    # manager and its schedule point on success: the reader's loop already has one
+    # per read (wait_unthrottled).
+    raw = stdlib_socket(sock)
     recv_into = raw.recv_into if raw is not None else None
 
     async def read() -> int:

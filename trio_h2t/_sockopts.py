@@ -8,6 +8,12 @@ vanished is retransmitted for about 15 minutes (Linux's ``tcp_retries2``) before
 the socket fails, however short ``keepalive_timeout`` is: the keepalive PING itself
 sits in the send queue behind the unacknowledged bytes. Linux only; elsewhere the
 keepalive task's own timer is the bound.
+
+``stdlib_socket``: the non-blocking stdlib socket under trio's, which the reader
+(``recv_into``) and loopy (``sendmsg``) call directly: trio's wrappers add a
+schedule point to every successful call, and both tasks' loops already have one
+per read or item. It is trio's private ``_sock``, pinned in
+``tests/test_h2_guard.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import socket
 
 import trio
 
-__all__ = ["set_tcp_user_timeout"]
+__all__ = ["set_tcp_user_timeout", "stdlib_socket"]
 
 
 def set_tcp_user_timeout(transport: trio.abc.Stream, seconds: float) -> bool:
@@ -38,3 +44,10 @@ def set_tcp_user_timeout(transport: trio.abc.Stream, seconds: float) -> bool:
     except OSError:
         return False
     return True
+
+
+def stdlib_socket(sock: trio.socket.SocketType) -> socket.socket | None:
+    """The stdlib socket under trio's ``sock``, or None if trio has none there (then
+    callers use trio's own methods). Never blocks: it is non-blocking."""
+    raw = getattr(sock, "_sock", None)
+    return raw if isinstance(raw, socket.socket) else None
