@@ -36,7 +36,7 @@ import trio_h2t
 from trio_h2t._h2fast import FastStream
 from trio_h2t._h2fixes import FixedFrameBuffer
 from trio_h2t._hpack import CachingDecoder, HeaderListTooLarge, ReadOnDecoder
-from trio_h2t._sockopts import stdlib_socket
+from trio_h2t._sockopts import CLOSED_ERRNOS, stdlib_socket
 
 #: (class, private method, parameter names we rely on).
 METHODS = [
@@ -328,3 +328,13 @@ async def test_trio_socket_still_wraps_a_stdlib_socket() -> None:
         assert raw is not None
         assert raw.fileno() == a.fileno()
         assert not raw.getblocking()
+
+
+def test_trio_socket_stream_closed_errnos_are_ours() -> None:
+    """``_sockopts.stream_error`` maps an OSError to ClosedResourceError for the errnos
+    ``trio.SocketStream`` does (its private ``_closed_stream_errnos``), so the direct
+    socket path raises what trio's wrappers raise; a trio that changes the set must
+    fail here."""
+    from trio import _highlevel_socket
+
+    assert _highlevel_socket._closed_stream_errnos == set(CLOSED_ERRNOS)

@@ -109,7 +109,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_items",
             "_outstream",
             "_statistics",
-            "_sockopts",  # stdlib_socket
+            "_sockopts",  # stdlib_socket and trio's wrapper semantics (stream_error, wait_*)
             "_stream",
         }
     ),
@@ -138,7 +138,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_items",
             "_pings",
             "_ratelimit",
-            "_sockopts",  # stdlib_socket
+            "_sockopts",  # stdlib_socket and trio's wrapper semantics (stream_error, wait_*)
             "_stream",
         }
     ),

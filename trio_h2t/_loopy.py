@@ -73,7 +73,6 @@ write but its last one, so the end never waits on a peer that stopped reading.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 from collections import deque
 from typing import Protocol, final
@@ -103,7 +102,7 @@ from ._items import (
     WindowUpdate,
 )
 from ._outstream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_EMPTY, OUT_WAITING
-from ._sockopts import stdlib_socket
+from ._sockopts import stdlib_socket, stream_error, wait_writable
 from ._statistics import LoopyStatistics
 from ._stream import H2Stream
 
@@ -116,8 +115,6 @@ log = logging.getLogger("trio_h2t")
 _IOV_MAX = 1024
 #: Read once per item: on CPython 3.11 each ``ConnectionState.CLOSED`` read allocates.
 _H2_CLOSED = ConnectionState.CLOSED
-#: What ``trio.SocketStream`` reports as ClosedResourceError (its ``_closed_stream_errnos``).
-_CLOSED_ERRNOS = {errno.EBADF, errno.ENOTSOCK}
 
 
 async def send_vectored(
@@ -136,9 +133,12 @@ async def send_vectored(
     one more trip through trio's scheduler per flush, and loopy's loop already has
     one per item (``ControlBuffer.get``).
 
-    Checkpoint: only while the socket is full. On cancellation: part of the pieces
-    may have been written.
+    Checkpoint: only while the socket is full; as trio's ``sendmsg``, a cancelled
+    task raises Cancelled before its first write. On cancellation: part of the pieces
+    may have been written (none if it was cancelled before the call). Errors and a
+    closed socket as trio's wrappers (``_sockopts.py``).
     """
+    await trio.lowlevel.checkpoint_if_cancelled()  # as trio's send: none once cancelled
     if sock.did_shutdown_SHUT_WR:
         raise trio.ClosedResourceError("can't send data after sending EOF")
     raw = stdlib_socket(sock)
@@ -155,7 +155,7 @@ async def send_vectored(
                 try:
                     sent = raw.sendmsg(pieces)
                 except BlockingIOError:
-                    await trio.lowlevel.wait_writable(sock)
+                    await wait_writable(sock)
                     continue
             while first < count:
                 n = len(chunks[first])
@@ -168,9 +168,8 @@ async def send_vectored(
             if sent:
                 chunks[first] = memoryview(chunks[first])[sent:]
     except OSError as exc:
-        if exc.errno in _CLOSED_ERRNOS:
-            raise trio.ClosedResourceError("this socket was already closed") from None
-        raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc
+        err = stream_error(exc)
+        raise err from err.__cause__
 
 
 class LoopyCore(Protocol):

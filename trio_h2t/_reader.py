@@ -78,7 +78,7 @@ from ._items import (
 )
 from ._pings import DRAIN_PING_DATA, TOO_MANY_PINGS, PingEnforcer
 from ._ratelimit import TokenBucket
-from ._sockopts import stdlib_socket
+from ._sockopts import stdlib_socket, stream_error, wait_readable
 
 if TYPE_CHECKING:
     from ._stream import H2Stream
@@ -131,7 +131,10 @@ def _buffer_reader(
     socket is readable (a read is never split in two by a smaller buffer). Any other
     stream is read with ``receive_some(read_size)`` and copied in (``add_data``).
     Errors follow ``trio.abc.ReceiveStream``: BrokenResourceError for the network,
-    ClosedResourceError if the stream was closed.
+    ClosedResourceError if the stream was closed (before the read, or while it
+    waits). Checkpoint: as trio's ``recv_into``, a cancelled reader raises Cancelled
+    before it touches the socket, but a read that succeeds at once has no schedule
+    point (the reader's loop has one). On cancellation: nothing was read.
     """
     buffer = state.incoming_buffer
     if not isinstance(transport, trio.SocketStream):
@@ -147,14 +150,18 @@ def _buffer_reader(
     sock = transport.socket
     # Reading the stdlib socket directly saves trio's recv_into wrapper its context
     # manager and its schedule point on success: the reader's loop already has one
-    # per read (wait_unthrottled).
+    # per read (wait_unthrottled). What else the wrapper does is done here
+    # (_sockopts.py): no read once cancelled, the same stream errors, and a socket
+    # already closed is ClosedResourceError, not a wait on file descriptor -1.
     raw = stdlib_socket(sock)
     recv_into = raw.recv_into if raw is not None else None
+    checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled
 
     async def read() -> int:
+        await checkpoint_if_cancelled()
         try:
             if buffer.idle:
-                await trio.lowlevel.wait_readable(sock)
+                await wait_readable(sock)
             target = buffer.read_target()
             if recv_into is None:
                 n = await sock.recv_into(target)
@@ -163,15 +170,12 @@ def _buffer_reader(
                     try:
                         n = recv_into(target)
                     except BlockingIOError:
-                        await trio.lowlevel.wait_readable(sock)
+                        await wait_readable(sock)
                     else:
                         break
-        except trio.ClosedResourceError:
-            raise
         except OSError as exc:
-            if sock.fileno() == -1:
-                raise trio.ClosedResourceError("the socket was closed") from exc
-            raise trio.BrokenResourceError(f"socket read failed: {exc}") from exc
+            err = stream_error(exc)
+            raise err from err.__cause__
         state.commit_read(n)
         return n
 
@@ -302,6 +306,13 @@ class Reader:
                     small = n < SMALL_READ
                     if now is not None:
                         core.last_read = now()
+                if cbuf.finished:
+                    # The connection failed (ConnectionCore.fail: loopy's write broke,
+                    # a keepalive timeout, a close) while the read waited, or while
+                    # the reader was runnable at its schedule point: what came is for
+                    # a connection that is over. Dispatching it would admit requests
+                    # whose handlers start on a finished control buffer.
+                    return
                 before = state.pending_bytes()
                 try:
                     events = state.receive_data(b"", max_frames)

@@ -197,6 +197,12 @@ class _Admission:
         core = self._core
         sid = ev.stream_id
         assert ev.headers is not None
+        if core.error is not None:
+            # Invariant: no handler starts on a connection that has ended (its control
+            # buffer is finished: nothing it queued could go out). The reader
+            # dispatches nothing once the connection failed (Reader._read_loop);
+            # this holds it also within one batch of events.
+            return False
         limit = self._inbound_stream_limit()
         if core.closing or core._open_inbound >= limit:
             # Refused before any handler sees it; h2 already decoded the header
