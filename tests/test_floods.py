@@ -17,7 +17,9 @@ connection) keeps sending requests. Each test asserts three things:
 from __future__ import annotations
 
 import contextlib
+import functools
 import statistics
+import struct
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
@@ -29,8 +31,9 @@ import trio
 import trio.lowlevel
 import trio.testing
 from h2.errors import ErrorCodes
-from helpers import take_frames
+from helpers import open_peer_server, take_frames
 from hyperframe.frame import (
+    AltSvcFrame,
     ContinuationFrame,
     DataFrame,
     GoAwayFrame,
@@ -414,6 +417,108 @@ async def test_control_frame_floods_end_with_enhance_your_calm(
     outcome.assert_probe_served()
 
 
+def _raw_frame(kind: int, stream_id: int, payload: bytes, flags: int = 0) -> bytes:
+    """A frame of any type, built by hand (hyperframe knows no PRIORITY_UPDATE)."""
+    n = len(payload)
+    return struct.pack(">BHBBI", n >> 16, n & 0xFFFF, kind, flags, stream_id) + payload
+
+
+#: RFC 9218 §7.1: PRIORITY_UPDATE (type 0x10) on stream 0, for stream 1: "u=1".
+PRIORITY_UPDATE = _raw_frame(0x10, 0, struct.pack(">I", 1) + b"u=1")
+#: A request's header block (the raw-h2 clients here).
+REQUEST_HEADERS = [
+    (b":method", b"GET"),
+    (b":scheme", b"http"),
+    (b":authority", b"x"),
+    (b":path", b"/"),
+]
+#: An unknown frame type (0xFF; RFC 9113 §5.5: ignored).
+UNKNOWN_FRAME = _raw_frame(0xFF, 0, bytes(8))
+
+
+@pytest.mark.parametrize(
+    ("name", "frame", "debug"),
+    [
+        (
+            "ALTSVC",
+            AltSvcFrame(0, origin=b"http://a", field=b'h3=":443"').serialize(),
+            b"too_many_altsvc",
+        ),
+        ("unknown type 0xFF", UNKNOWN_FRAME, b"too_many_unknown_frames"),
+        ("PRIORITY_UPDATE", PRIORITY_UPDATE, b"too_many_priority_updates"),
+        ("SETTINGS ACK", SettingsFrame(0, flags=["ACK"]).serialize(), b"too_many_settings_acks"),
+        (
+            "PING ACK",
+            PingFrame(0, flags=["ACK"], opaque_data=b"12345678").serialize(),
+            b"too_many_ping_acks",
+        ),
+    ],
+)
+async def test_ignored_frame_floods_end_with_enhance_your_calm(
+    name: str, frame: bytes, debug: bytes
+) -> None:
+    """10,000 frames that RFC 9113 has us ignore and that answer nothing of ours
+    (ALTSVC, unknown types, PRIORITY_UPDATE beyond one per stream the client opened,
+    a SETTINGS ACK or PING ACK we did not ask for) from a peer that never reads get
+    GOAWAY(ENHANCE_YOUR_CALM, too_many_<kind>) after flood_burst (1000)."""
+
+    async def attack(attacker: Attacker) -> None:
+        await _flood(attacker, frame, 10_000)
+
+    outcome = await run_attack(_sleeper, attack, reads_during_attack=False)
+    outcome.report(name)
+    assert outcome.goaway == (ErrorCodes.ENHANCE_YOUR_CALM, debug)
+    assert outcome.peak_bytes <= 4 * MiB
+    outcome.assert_probe_served()
+
+
+async def test_empty_continuation_chains_end_with_enhance_your_calm() -> None:
+    """Header blocks each stretched by 30 empty CONTINUATIONs (under the cap of 64 per
+    block, so every block completes), on new streams: GOAWAY(ENHANCE_YOUR_CALM,
+    too_many_empty_continuations) after flood_burst of them, before the streams
+    reach MAX_CONCURRENT_STREAMS."""
+
+    def request(sid: int) -> bytes:
+        head = HeadersFrame(sid, _block(), flags=["END_STREAM"]).serialize()
+        more = ContinuationFrame(sid, b"").serialize()
+        last = ContinuationFrame(sid, b"", flags=["END_HEADERS"]).serialize()
+        return head + more * 29 + last
+
+    requests = [request(2 * i + 1) for i in range(99)]
+
+    async def attack(attacker: Attacker) -> None:
+        for block in requests:
+            if not await attacker.send(block) or attacker.closed.is_set():
+                return
+            await trio.lowlevel.checkpoint()
+
+    outcome = await run_attack(_sleeper, attack, reads_during_attack=False)
+    outcome.report("CONTINUATION chains, empty")
+    assert outcome.goaway == (ErrorCodes.ENHANCE_YOUR_CALM, b"too_many_empty_continuations")
+    assert outcome.peak_bytes <= 4 * MiB
+    outcome.assert_probe_served()
+
+
+async def test_a_server_flooding_a_client_with_ping_acks_is_cut_off() -> None:
+    """The client counts too: a server sending PING ACKs the client never asked for
+    gets GOAWAY(ENHANCE_YOUR_CALM, too_many_ping_acks) and the connection ends."""
+    ack = PingFrame(0, flags=["ACK"], opaque_data=b"12345678").serialize()
+    with trio.fail_after(30):
+        async with open_peer_server() as (conn, peer):
+            await peer.send_raw(ack * 1001)
+            while not any(isinstance(f, GoAwayFrame) for f in peer.frames):
+                await peer.receive()
+            [goaway] = [f for f in peer.frames if isinstance(f, GoAwayFrame)]
+            assert (goaway.error_code, goaway.additional_data) == (
+                ErrorCodes.ENHANCE_YOUR_CALM,
+                b"too_many_ping_acks",
+            )
+            with pytest.raises(trio_h2t.ConnectionClosingError):
+                await conn.request("GET", "/")
+            assert isinstance(conn.error, trio_h2t.RemoteProtocolError)
+            assert conn.error.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+
+
 async def test_ping_flood_gets_too_many_pings() -> None:
     """A PING flood from a peer that never reads gets GOAWAY(ENHANCE_YOUR_CALM,
     too_many_pings) from the ping policy (its third strike)."""
@@ -783,3 +888,55 @@ async def test_small_window_updates_answering_our_frames_are_not_a_flood() -> No
                     await client_t.send_all(peer.data_to_send())
                 assert not goaway, goaway
             nursery.cancel_scope.cancel()
+
+
+async def test_an_honest_mix_of_ignored_frames_is_not_a_flood(autojump_clock: object) -> None:
+    """What honest clients send is served past flood_burst: a browser's PRIORITY_UPDATE
+    for each of 1,200 requests (free: one per stream it opened), a reserved
+    ("GREASE") frame type now and then (12 here; browsers send such frames to keep
+    servers tolerant of unknown types), and the ACKs of our SETTINGS and PINGs."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    async def ok(stream: H2Stream) -> None:
+        await stream.send_headers([(":status", "200")], end_stream=True)
+
+    client_t, server_t = trio.testing.memory_stream_pair()
+    peer = h2.connection.H2Connection(h2.config.H2Configuration(header_encoding=None))
+    peer.initiate_connection()
+    config = TransportConfig(server_keepalive_time=1, keepalive_timeout=5)
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                functools.partial(trio_h2t.serve_connection, server_t, ok, config=config)
+            )
+            await client_t.send_all(peer.data_to_send())
+            ended: list[h2.events.Event] = []
+            pings = 0
+            for i in range(1200):
+                sid = 2 * i + 1
+                peer.send_headers(sid, REQUEST_HEADERS, end_stream=True)
+                out = peer.data_to_send()
+                out += _raw_frame(0x10, 0, struct.pack(">I", sid) + b"u=2")
+                if i % 100 == 0:
+                    out += _raw_frame(0x0B + 0x1F * (i // 100 % 8), 0, b"grease")
+                await client_t.send_all(out)
+                done = False
+                while not done and not ended:
+                    for ev in peer.receive_data(await client_t.receive_some(65536)):
+                        if isinstance(ev, h2.events.StreamEnded) and ev.stream_id == sid:
+                            done = True
+                        elif isinstance(ev, h2.events.PingReceived):
+                            pings += 1  # h2 queued the ACK
+                        elif isinstance(ev, h2.events.ConnectionTerminated):
+                            ended.append(ev)
+                    await client_t.send_all(peer.data_to_send())
+                assert not ended, ended
+                if i == 0:
+                    # A keepalive PING from the server to ACK. (Virtual time: 1.1 s
+                    # refills only 110 tokens, so the 1,212 frames above would still
+                    # empty the bucket if they counted.)
+                    await trio.sleep(1.1)
+            nursery.cancel_scope.cancel()
+    assert pings >= 1

@@ -60,6 +60,8 @@ METHODS = [
     # _h2fixes.frame_data looks a stream up as h2's send_data does:
     (h2.connection.H2Connection, "_get_stream_by_id", ("self", "stream_id")),
     (h2.connection.H2Connection, "_receive_priority_frame", ("self", "frame")),
+    (h2.connection.H2Connection, "_receive_alt_svc_frame", ("self", "frame")),
+    (h2.connection.H2Connection, "_receive_unknown_frame", ("self", "frame")),
     # FixedFrameBuffer parses frames in its own buffer, through h2's header-block
     # buffer and length check:
     (h2.frame_buffer.FrameBuffer, "_update_header_buffer", ("self", "f")),
@@ -129,6 +131,7 @@ OURS = {
     "_buf",
     "_check_preamble",
     "_data_frame",
+    "_empty_continuations",
     "_end",
     "_parse_frame",
     "_slack",
@@ -338,3 +341,23 @@ def test_trio_socket_stream_closed_errnos_are_ours() -> None:
     from trio import _highlevel_socket
 
     assert _highlevel_socket._closed_stream_errnos == set(CLOSED_ERRNOS)
+
+
+def test_h2_dispatches_altsvc_and_unknown_frames_to_our_overrides() -> None:
+    """h2 binds its frame handlers per instance (``_frame_dispatch_table``), so our
+    overrides of ``_receive_alt_svc_frame`` and ``_receive_unknown_frame`` are the
+    ones called; an unknown type arrives as hyperframe's ``ExtensionFrame``, whose
+    ``type`` tells PRIORITY_UPDATE (0x10) apart."""
+    from hyperframe.frame import AltSvcFrame, ExtensionFrame
+
+    from trio_h2t._h2fixes import FixedConnection, IgnoredFrameReceived
+
+    conn = FixedConnection(h2.config.H2Configuration(client_side=False))
+    table = conn._frame_dispatch_table
+    assert table[AltSvcFrame] == conn._receive_alt_svc_frame
+    assert table[ExtensionFrame] == conn._receive_unknown_frame
+    frames, events = conn._receive_unknown_frame(ExtensionFrame(0x10, 0, 0, b"\0\0\0\1u=1"))
+    assert frames == []
+    [event] = events
+    assert isinstance(event, IgnoredFrameReceived)
+    assert event.kind == "priority_updates"

@@ -119,7 +119,10 @@ class TransportConfig:
     #: streams we reset because of the peer's error, and PINGs that arrive while
     #: an earlier answer is still unwritten (BDP probing pings once per round
     #: trip, so its ACKs are long written; ``ping_min_interval`` polices the
-    #: rest). The HTTP/2 floods of 2019 (CVE-2019-9511 to -9518) and MadeYouReset
+    #: rest), and frames we ignore that answer nothing of ours (ALTSVC, unknown
+    #: frame types, PRIORITY_UPDATE beyond one per stream the client opened, empty
+    #: CONTINUATION, SETTINGS and PING ACKs we did not ask for). The HTTP/2 floods
+    #: of 2019 (CVE-2019-9511 to -9518) and MadeYouReset
     #: (CVE-2025-8671) send these by the million; a browser or gRPC client sends a
     #: handful per connection. docs/security.md.
     flood_burst: int = 1000

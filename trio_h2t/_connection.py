@@ -124,6 +124,9 @@ class ConnectionCore:
         # Streams added to _streams, ever (statistics). Owner: whoever adds one: the
         # reader (server admission) or loopy (register_client_stream).
         self.streams_opened = 0
+        # PINGs (not ACKs) framed so far, a count that only grows (owner: loopy,
+        # on_ping_written; the reader counts PING ACKs beyond it as a flood).
+        self.pings_sent = 0
         # What send_preface wrote before loopy started (statistics). Owner: the
         # task running send_preface; set once.
         self._preface_bytes = 0
@@ -447,6 +450,7 @@ class ConnectionCore:
     # -- loopy callbacks ---------------------------------------------------------------
 
     def on_ping_written(self, data: bytes) -> None:
+        self.pings_sent += 1
         if data == BDP_PING_DATA and self.bdp is not None:
             self.bdp.timesnap(trio.current_time())
 

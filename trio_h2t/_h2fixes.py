@@ -123,6 +123,7 @@ __all__ = [
     "InboundData",
     "FixedStream",
     "GoAwayReceived",
+    "IgnoredFrameReceived",
     "PriorityFrameReceived",
     "goaway_frame",
 ]
@@ -176,6 +177,33 @@ class PriorityFrameReceived(h2.events.Event):
 
     def __repr__(self) -> str:
         return f"<PriorityFrameReceived stream_id:{self.stream_id}>"
+
+
+class IgnoredFrameReceived(h2.events.Event):
+    """The peer sent a frame that h2 ignores (or only reports) and that does nothing
+    for us, so the reader counts it against the flood budget: ``kind`` names it as
+    the GOAWAY's debug data will (``too_many_<kind>``).
+
+    - ``"altsvc"``: ALTSVC (RFC 7838; a server ignores it, and so does our client);
+    - ``"priority_updates"``: PRIORITY_UPDATE (type 0x10, RFC 9218), which we do not
+      implement, so an unknown type to us (RFC 9113 §5.5: ignored);
+    - ``"unknown_frames"``: any other unknown frame type (ORIGIN among them);
+    - ``"empty_continuations"``: an empty CONTINUATION (a fragment of no bytes, one
+      event per frame, after the HEADERS its block completed).
+
+    Replaces h2's ``UnknownFrameReceived``, which also holds the frame.
+    """
+
+    def __init__(self, kind: str, stream_id: int) -> None:
+        self.kind = kind
+        self.stream_id = stream_id
+
+    def __repr__(self) -> str:
+        return f"<IgnoredFrameReceived kind:{self.kind} stream_id:{self.stream_id}>"
+
+
+#: RFC 9218 §7.1 PRIORITY_UPDATE's frame type (hyperframe parses it as ExtensionFrame).
+_PRIORITY_UPDATE = 0x10
 
 
 class InboundData:
@@ -270,6 +298,10 @@ class FixedFrameBuffer(FrameBuffer):
         self.max_header_block = READ_ON_FACTOR * 65_536
         # owner: reader: bytes of the block in h2's _headers_buffer so far.
         self._block_size = 0
+        #: Empty CONTINUATION frames parsed so far, a count that only grows (owner:
+        #: reader; ``FixedConnection.receive_data`` reports each as an
+        #: ``IgnoredFrameReceived``).
+        self.empty_continuations = 0
         #: Bytes of a new buffer (owner: reader; ``make_h2_state`` sets it to
         #: ``read_buffer_size``); it grows for frames that do not fit (``_wrap``).
         self.read_size = 65_536
@@ -505,6 +537,8 @@ class FixedFrameBuffer(FrameBuffer):
                 or (kind in (_HEADERS, _PUSH_PROMISE) and not flags & _END_HEADERS)
             ):
                 self._count_block(kind, length, flags & _END_HEADERS)
+                if not length and kind == _CONTINUATION:
+                    self.empty_continuations += 1
             if complete and kind == _HEADERS and flags & _PADDED:
                 self._unpad_headers(data, start, length)
                 if self._start != start:
@@ -725,6 +759,8 @@ class FixedConnection(h2.connection.H2Connection):
         self.events_before_error: list[h2.events.Event] = []  # owner: reader
         self._prune_at = 64  # owner: as the class
         self._preface_checked = False  # owner: reader: the peer's first frame was SETTINGS
+        # owner: reader: the frame buffer's empty_continuations already reported.
+        self._empty_continuations = 0
         #: True when ``receive_data`` stopped at ``max_frames``: more may be buffered.
         self.input_pending = False  # owner: reader
         # owner: reader (receive_data); for ConnectionStatistics.
@@ -873,15 +909,25 @@ class FixedConnection(h2.connection.H2Connection):
         if data:
             self.bytes_received += len(data)
             self.incoming_buffer.add_data(data)
-        self.incoming_buffer.max_frame_size = self.max_inbound_frame_size
+        buffer = self.incoming_buffer
+        buffer.max_frame_size = self.max_inbound_frame_size
         count = 0
         try:
-            for frame in self.incoming_buffer:
+            for frame in buffer:
                 if not self._preface_checked:
                     if not isinstance(frame, SettingsFrame) or "ACK" in frame.flags:
                         raise ProtocolError("the peer's preface must start with SETTINGS")
                     self._preface_checked = True
                 events.extend(self._receive_frame(frame))
+                if buffer.empty_continuations != self._empty_continuations:
+                    # The block this frame completed had empty CONTINUATIONs (some
+                    # may have arrived in earlier reads).
+                    sid = frame.stream_id
+                    events.extend(
+                        IgnoredFrameReceived("empty_continuations", sid)
+                        for _ in range(buffer.empty_continuations - self._empty_continuations)
+                    )
+                    self._empty_continuations = buffer.empty_continuations
                 count += 1
                 if count == max_frames:
                     self.input_pending = True
@@ -1001,6 +1047,17 @@ class FixedConnection(h2.connection.H2Connection):
                 for ev in events
             ]
         return frames, events
+
+    def _receive_alt_svc_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
+        # h2's (a server ignores ALTSVC; a client reports it), and the flood count.
+        frames, events = super()._receive_alt_svc_frame(frame)
+        return frames, [*events, IgnoredFrameReceived("altsvc", frame.stream_id)]
+
+    def _receive_unknown_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
+        # h2's ignores it (RFC 9113 §5.5) with a debug log and an UnknownFrameReceived
+        # holding the frame; this one only counts it.
+        kind = "priority_updates" if frame.type == _PRIORITY_UPDATE else "unknown_frames"
+        return [], [IgnoredFrameReceived(kind, frame.stream_id)]
 
     def _header_list_too_large(self, frame: Any) -> tuple[list[Any], list[Any]]:
         """The block on ``frame.stream_id`` was decoded whole (the dynamic table is in

@@ -31,6 +31,7 @@ from ._h2fixes import (
     FixedConnection,
     FixedFrameBuffer,
     GoAwayReceived,
+    IgnoredFrameReceived,
     PriorityFrameReceived,
     goaway_frame,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "MAX_INFORMATIONAL",
     "GoAwayReceived",
     "H2State",
+    "IgnoredFrameReceived",
     "PriorityFrameReceived",
     "goaway_frame",
     "make_h2_state",

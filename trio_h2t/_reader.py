@@ -65,7 +65,7 @@ from ._exceptions import (
     StreamResetError,
 )
 from ._flow import BDP_PING_DATA
-from ._h2state import GoAwayReceived, H2State, PriorityFrameReceived
+from ._h2state import GoAwayReceived, H2State, IgnoredFrameReceived, PriorityFrameReceived
 from ._items import (
     CloseConnection,
     ControlItem,
@@ -218,6 +218,12 @@ class Reader:
         self._spare_holders: set[H2Stream] = set()
         # owner: reader: WINDOW_UPDATEs under SMALL_WINDOW_UPDATE received so far.
         self._small_updates = 0
+        # owner: reader: PRIORITY_UPDATE frames received so far (server: one per
+        # stream the client opened is free; IgnoredFrameReceived in _dispatch).
+        self._priority_updates = 0
+        # owner: reader: PING ACKs received so far (those beyond the PINGs we wrote,
+        # ConnectionCore.pings_sent, answer nothing of ours).
+        self._ping_acks = 0
         # owner: reader: the peer's budget of frames that make us work for nothing
         # (TransportConfig.flood_burst, flood_rate; _flood).
         self._floods = TokenBucket(
@@ -474,7 +480,12 @@ class Reader:
                     if self._enforcer is not None:
                         self._police_ping()
                 case PingAckReceived():
-                    if ev.ping_data == BDP_PING_DATA and self._bdp is not None:
+                    self._ping_acks += 1
+                    if self._ping_acks > core.pings_sent:
+                        # An ACK of no PING of ours (each is answered once): ignored,
+                        # and counted.
+                        self._flood("ping_acks")
+                    elif ev.ping_data == BDP_PING_DATA and self._bdp is not None:
                         self._on_bdp_ack()
                     elif ev.ping_data == DRAIN_PING_DATA:
                         core.on_drain_ping_ack()
@@ -496,14 +507,31 @@ class Reader:
                     self._flood("settings")
                     self._on_settings(ev)
                 case SettingsAcknowledged():
+                    if not ev.changed_settings:
+                        # An ACK of no SETTINGS of ours: h2 reports the settings the
+                        # acknowledged SETTINGS carried, and each of ours carries one
+                        # at least (h2's first its initial values, ours a window).
+                        # Go's x/net and nghttp2 end the connection (PROTOCOL_ERROR).
+                        self._flood("settings_acks")
                     core.settings_acked = True
                 case GoAwayReceived():
                     self._on_goaway(ev)
                 case PriorityFrameReceived():
                     self._flood("priority")  # RFC 9113 §5.3.2 deprecates it; we ignore it
+                case IgnoredFrameReceived():
+                    # ALTSVC, unknown frame types, empty CONTINUATIONs: work for
+                    # nothing (docs/security.md, "Floods").
+                    if ev.kind == "priority_updates" and not core.client_side:
+                        # A browser may reprioritize the requests it made (RFC 9218
+                        # §7.1): one per stream the client opened is free.
+                        self._priority_updates += 1
+                        if self._priority_updates > core.streams_opened:
+                            self._flood(ev.kind)
+                    else:
+                        self._flood(ev.kind)
                 case _:
-                    pass  # Others (PriorityUpdated, UnknownFrameReceived, ...) need
-                    # nothing from us.
+                    pass  # Others (PriorityUpdated, AlternativeServiceAvailable, ...)
+                    # need nothing from us.
         return announced
 
     def _flood(self, kind: str) -> None:
