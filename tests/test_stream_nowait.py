@@ -44,9 +44,8 @@ async def test_receive_some_nowait_would_block_then_reads_then_ends() -> None:
     arrived = trio.Event()
 
     async def handler(stream: H2Stream) -> None:
-        with trio.testing.assert_no_checkpoints():
-            with pytest.raises(trio.WouldBlock):
-                stream.receive_some_nowait()
+        with trio.testing.assert_no_checkpoints(), pytest.raises(trio.WouldBlock):
+            stream.receive_some_nowait()
         await arrived.wait()
         await trio.testing.wait_all_tasks_blocked()
         with trio.testing.assert_no_checkpoints():
@@ -56,12 +55,14 @@ async def test_receive_some_nowait_would_block_then_reads_then_ends() -> None:
         await stream.send_headers(RESPONSE_200, end_stream=True)
 
     with trio.fail_after(LIMIT):
-        async with connected_pair(handler) as (conn, _core):
-            async with conn.open_stream([(b":method", b"POST"), *REQUEST[1:]]) as stream:
-                await trio.testing.wait_all_tasks_blocked()
-                await stream.send_data(b"hello", end_stream=True)
-                arrived.set()
-                await stream.receive_headers()
+        async with (
+            connected_pair(handler) as (conn, _core),
+            conn.open_stream([(b":method", b"POST"), *REQUEST[1:]]) as stream,
+        ):
+            await trio.testing.wait_all_tasks_blocked()
+            await stream.send_data(b"hello", end_stream=True)
+            arrived.set()
+            await stream.receive_headers()
     assert seen == [b"he", b"llo", b""]
 
 

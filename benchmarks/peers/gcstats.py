@@ -17,7 +17,9 @@ interpreter included. ``GcStats`` hooks ``gc.callbacks`` and has two phases:
   goes on serving or calling, then ``gc.collect()`` again: every object the
   collector found unreachable meanwhile is in ``gc.garbage``, classified by type
   (with a detail: a frame's or coroutine's code, a function's name, an exception's
-  class) and by where it was allocated (tracemalloc's two innermost frames). Slower
+  class) and by where it was allocated (tracemalloc's two innermost frames; Python
+  3.11's tracemalloc has none for an object reused from a free list, such as most
+  lists, dicts and tuples, nor for an instance with a ``__dict__``). Slower
   (tracemalloc), so it comes after the counting window, never in it.
 
 The figures per 1,000 calls need the process's calls in each phase: the caller
@@ -158,9 +160,10 @@ class GcStats:
             by_type[type(obj).__name__ + (f" {text}" if text else "")] += 1
             trace = tracemalloc.get_object_traceback(obj)
             if trace is None:
-                by_site["(allocated before the census)"] += 1
+                by_site["(no site: before the census, from a free list, or with a __dict__)"] += 1
             else:
-                frames = [f for f in trace if not f.filename.endswith("gcstats.py")][:2]
+                # tracemalloc lists the oldest frame first: the two most recent
+                frames = [f for f in reversed(trace) if not f.filename.endswith("gcstats.py")][:2]
                 by_site[" < ".join(f"{_short(f.filename)}:{f.lineno}" for f in frames)] += 1
         tracemalloc.stop()
         del garbage
