@@ -852,6 +852,8 @@ class Server:
                     request = await self._requests(stream, encoding, method, context).single()
                     response = await method.handler(request, context)
                     if context._code is None or context._code is StatusCode.OK:
+                        if response is None:
+                            _returned_none(method)
                         await context.write(response)
                 else:
                     requests = self._requests(stream, encoding, method, context)
@@ -888,6 +890,22 @@ class Server:
         await context._send_status(code, details, trailing)
 
 
+def _returned_none(method: MethodHandler) -> None:
+    """A unary-response handler returned None with no status set. A serializer that
+    takes None (``json.dumps``, say) is left to it; one that refuses it fails here
+    with an error that says what happened (its own blames NoneType, or protobuf's
+    descriptor)."""
+    try:
+        method.response_serializer(None)
+    except Exception:
+        name = getattr(method.handler, "__qualname__", repr(method.handler))
+        raise TypeError(
+            f"{name} returned None, but a {method.kind.value} method returns its response:"
+            " return the response message, or end the call with context.abort(code, details)"
+            " or context.set_code(...) before returning"
+        ) from None
+
+
 def _stream_gone(stream: H2Stream) -> bool:
     """True if the stream is gone under the handler: the transport cancelled it (a
     reset, the connection's end), or, after its deadline, the stream was closed too
@@ -916,6 +934,8 @@ async def _dispatch(method: MethodHandler, requests: _Requests, context: Service
     if not kind.response_streaming:
         response = await fn(arg, context)
         if context._code in (None, StatusCode.OK):
+            if response is None:
+                _returned_none(method)
             await context.write(response)
         return
     # A streaming response: an async generator's yields, or what the coroutine
