@@ -257,3 +257,11 @@ async def test_open_channel_passes_connect_timeout_on(monkeypatch: pytest.Monkey
     with pytest.raises(ValueError, match="connect_timeout"):
         async with grpc.open_channel("127.0.0.1", free_port(), connect_timeout=-1):
             pass  # pragma: no cover - never entered
+
+
+async def test_async_with_on_a_grpc_server_names_open_server() -> None:
+    """``async with grpc.Server(...)`` (grpcio's aio habit): TypeError naming
+    ``trio_h2t.open_server``, which serves it."""
+    with pytest.raises(TypeError, match=r"serve it with `async with trio_h2t\.open_server"):
+        async with grpc.Server([]):
+            pass  # pragma: no cover - never entered

@@ -660,6 +660,20 @@ class Server:
             else:
                 self.add_service(handler)
 
+    def __aenter__(self) -> NoReturn:
+        """Not a context manager: ``async with grpc.Server(...)`` raises TypeError
+        naming the transport's ``open_server``, which serves it (Python's own error
+        says only that Server is not a context manager)."""
+        raise TypeError(
+            "a grpc.Server is a handler, not a running server: serve it with"
+            " `async with trio_h2t.open_server(server, port) as h2server:`"
+        )
+
+    async def __aexit__(self, *args: object) -> None:
+        """Never reached (``__aenter__`` raises); Python looks for it first.
+
+        Checkpoint: never (it is never entered). On cancellation: nothing."""
+
     def add_generic_handler(self, handler: GenericHandler) -> None:
         """Ask ``handler.service(path)`` for methods not registered by path."""
         self._generic.append(handler)
