@@ -265,3 +265,40 @@ async def test_async_with_on_a_grpc_server_names_open_server() -> None:
     with pytest.raises(TypeError, match=r"serve it with `async with trio_h2t\.open_server"):
         async with grpc.Server([]):
             pass  # pragma: no cover - never entered
+
+
+async def test_a_stream_cut_by_server_shutdown_says_lost_once() -> None:
+    """Closing the server under a call that never ends: after the grace period the
+    client's call ends UNAVAILABLE, its details "the connection was lost" once (they
+    read "the connection was lost: the connection was lost")."""
+
+    async def forever(request: bytes, context: grpc.ServicerContext) -> AsyncIterator[bytes]:
+        while True:
+            yield b"tick"
+            await trio.sleep(0.01)
+
+    server = grpc.Server([{"/m.M/Forever": grpc.unary_stream_handler(forever)}])
+    config = trio_h2t.TransportConfig(graceful_close_timeout=0.1)
+    errors: list[grpc.RpcError] = []
+    with trio.fail_after(LIMIT):
+        async with (
+            trio_h2t.open_server(server, 0, host="127.0.0.1", config=config) as h2server,
+            grpc.open_channel("127.0.0.1", h2server.port) as channel,
+        ):
+            started = trio.Event()
+
+            async def watch() -> None:
+                try:
+                    async with channel.unary_stream("/m.M/Forever")(b"") as call:
+                        async for _ in call:
+                            started.set()
+                except grpc.RpcError as exc:
+                    errors.append(exc)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch)
+                await started.wait()
+                await h2server.aclose()
+    assert [(e.code, e.details) for e in errors] == [
+        (grpc.StatusCode.UNAVAILABLE, "the connection was lost")
+    ]

@@ -106,7 +106,10 @@ def _error_from_transport(exc: BaseException) -> tuple[StatusCode, str]:
         return StatusCode.UNAVAILABLE, "the connection is closing"
     if isinstance(exc, trio.ClosedResourceError):
         return StatusCode.CANCELLED, "the call was cancelled by this side"
-    return StatusCode.UNAVAILABLE, f"the connection was lost: {exc}"
+    text = str(exc)
+    if text.startswith("the connection was lost"):  # ConnectionLostError's own words
+        return StatusCode.UNAVAILABLE, text
+    return StatusCode.UNAVAILABLE, f"the connection was lost: {text}"
 
 
 @final
