@@ -168,9 +168,15 @@ def _buffer_reader(
                         break
         except trio.ClosedResourceError:
             raise
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
+            # A socket closed before the read (its fd -1): recv_into raises OSError
+            # (EBADF), but trio's wait_readable ValueError ("file descriptor cannot
+            # be a negative integer"); either is this side's close, as trio's own
+            # receive_some would report it.
             if sock.fileno() == -1:
                 raise trio.ClosedResourceError("the socket was closed") from exc
+            if isinstance(exc, ValueError):
+                raise
             raise trio.BrokenResourceError(f"socket read failed: {exc}") from exc
         state.commit_read(n)
         return n
