@@ -141,3 +141,55 @@ def test_entry_points_under_asyncio_say_trio_only() -> None:
     for line, name in zip(lines, names, strict=True):
         assert line.startswith(f"trio_h2t.{name} must run inside trio.run()"), line
         assert "asyncio.run()" in line
+
+
+async def test_open_functions_without_async_with_name_the_fix() -> None:
+    """``server = trio_h2t.open_server(...)`` then ``server.port``, or ``await`` on an
+    ``open_*`` context manager: the error names the ``async with`` statement to write
+    (Python's names ``_AsyncGeneratorContextManager``); nothing is opened."""
+    with trio.socket.socket() as s:
+        await s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cases = [
+        (
+            trio_h2t.open_server(REQUEST_HANDLER, 0, host="127.0.0.1"),
+            "trio_h2t.open_server(...)",
+            "`async with trio_h2t.open_server(handler, port) as server:`",
+        ),
+        (
+            trio_h2t.open_connection("127.0.0.1", port),
+            "trio_h2t.open_connection(...)",
+            "`async with trio_h2t.open_connection(host, port) as conn:`",
+        ),
+        (
+            trio_h2t.open_unix_connection("/nonexistent/socket"),
+            "trio_h2t.open_unix_connection(...)",
+            "`async with trio_h2t.open_unix_connection(path) as conn:`",
+        ),
+        (
+            trio_h2t.open_client_connection(trio.testing.memory_stream_pair()[0]),
+            "trio_h2t.open_client_connection(...)",
+            "`async with trio_h2t.open_client_connection(transport) as conn:`",
+        ),
+    ]
+    for cm, name, usage in cases:
+        with pytest.raises(AttributeError) as attr:
+            cm.port  # type: ignore[attr-defined]  # noqa: B018
+        assert str(attr.value).startswith(f"{name} has no attribute 'port'")
+        assert usage in str(attr.value)
+
+        async def await_it(cm: object = cm) -> None:
+            await cm  # type: ignore[misc]
+
+        with pytest.raises(TypeError) as info:
+            await await_it()
+        assert str(info.value).startswith(f"{name} cannot be awaited")
+        assert usage in str(info.value)
+    # The same calls entered work (open_server's, here).
+    async with trio_h2t.open_server(REQUEST_HANDLER, 0, host="127.0.0.1") as server:
+        assert server.port > 0
+
+
+async def REQUEST_HANDLER(stream: trio_h2t.H2Stream) -> None:
+    """A handler for servers that take no request here."""
+    await stream.send_headers([(":status", "204")], end_stream=True)  # pragma: no cover

@@ -35,6 +35,7 @@ from hypothesis import given, settings, strategies as st
 
 import trio_h2t
 from trio_h2t._h2state import H2State, make_h2_state
+from trio_h2t._reader import _buffer_reader
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 STREAMS = (1, 3, 5)
@@ -483,3 +484,18 @@ async def test_receive_into_refuses_what_it_cannot_fill() -> None:
         assert await stream.receive_into(memoryview(buf)[2:]) == 3
         assert buf == b"\0\0abc\0\0\0"
         assert await stream.receive_into(buf) == 0
+
+
+@pytest.mark.parametrize("speed_layer", [False, True])
+async def test_read_on_a_socket_closed_before_it_is_closed_resource(speed_layer: bool) -> None:
+    """The reader's read on a socket this side already closed (fd -1) raises
+    trio.ClosedResourceError, as trio's receive_some would: trio's wait_readable
+    raised ValueError there, which the reader logged as a connection fault (seen
+    at the end of a gRPC channel's block, tests/grpc_layer/test_mistakes.py)."""
+    left, right = trio.socket.socketpair()
+    with right:
+        stream = trio.SocketStream(left)
+        read = _buffer_reader(stream, _ours(speed_layer))
+        left.close()
+        with pytest.raises(trio.ClosedResourceError):
+            await read()

@@ -40,6 +40,7 @@ from ._util import (
     ALPN_H2,
     NOT_TLS_REASONS,
     NoPublicConstructor,
+    async_with_only,
     check_ascii,
     check_host,
     check_path,
@@ -363,6 +364,10 @@ class ClientConnection(metaclass=NoPublicConstructor):
             await trio.aclose_forcefully(self._core.transport)
 
 
+@async_with_only(
+    "trio_h2t.open_client_connection(...)",
+    "async with trio_h2t.open_client_connection(transport) as conn:",
+)
 @asynccontextmanager
 async def open_client_connection(
     transport: trio.abc.Stream,
@@ -487,6 +492,10 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+@async_with_only(
+    "trio_h2t.open_connection(...)",
+    "async with trio_h2t.open_connection(host, port) as conn:",
+)
 @asynccontextmanager
 async def open_connection(
     host: str,
@@ -593,6 +602,10 @@ async def _start_tls(
     return tls
 
 
+@async_with_only(
+    "trio_h2t.open_unix_connection(...)",
+    "async with trio_h2t.open_unix_connection(path) as conn:",
+)
 @asynccontextmanager
 async def open_unix_connection(
     path: str | os.PathLike[str],

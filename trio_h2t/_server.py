@@ -49,6 +49,7 @@ from ._util import (
     NOT_TLS_REASONS,
     TLS_ALERT_PROTOCOL_VERSION,
     NoPublicConstructor,
+    async_with_only,
     check_host,
     check_port,
     check_ssl_context,
@@ -924,6 +925,10 @@ async def serve_tcp(
     await serve_listeners(handler, listeners, config=config, task_status=task_status)
 
 
+@async_with_only(
+    "trio_h2t.open_server(...)",
+    "async with trio_h2t.open_server(handler, port) as server:",
+)
 @asynccontextmanager
 async def open_server(
     handler: Handler,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import ssl
-from collections.abc import AsyncIterator
-from typing import Any, NoReturn, TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any, NoReturn, ParamSpec, TypeVar, final
 
 import trio
 
@@ -15,7 +18,9 @@ __all__ = [
     "ALPN_H2",
     "NOT_TLS_REASONS",
     "TLS_ALERT_PROTOCOL_VERSION",
+    "AsyncWithOnly",
     "NoPublicConstructor",
+    "async_with_only",
     "check_ascii",
     "check_host",
     "check_path",
@@ -30,6 +35,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: The one application protocol HTTP/2 over TLS selects, on both sides
 #: (RFC 9113 §3.2; RFC 7301 ALPN).
@@ -170,3 +176,78 @@ def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:
         if getattr(obj, "__module__", "").startswith("trio_h2t."):
             with contextlib.suppress(AttributeError, TypeError):
                 obj.__module__ = module_name
+
+
+@final
+class AsyncWithOnly(AbstractAsyncContextManager[T]):
+    """An async context manager (``inner``) that names the fix when it is used as
+    something else: awaited, iterated, entered with ``with``, or read as the object
+    its block gives (``server = open_server(...)`` then ``server.port``).
+
+    Python's own errors there name ``_AsyncGeneratorContextManager`` and not what to
+    write. ``name`` says what was called, ``usage`` the statement to write. Entering
+    and leaving are ``inner``'s, unchanged (``__aenter__`` returns ``inner``'s
+    coroutine). The gRPC layer has its own copy (``grpc/_util.py``: it imports no
+    private transport module). Owner: the task that enters it.
+    """
+
+    __slots__ = ("_inner", "_name", "_usage")
+
+    def __init__(self, inner: AbstractAsyncContextManager[T], name: str, usage: str) -> None:
+        self._inner = inner  # immutable after init
+        self._name = name  # immutable after init
+        self._usage = usage  # immutable after init
+
+    def __aenter__(self) -> Coroutine[Any, Any, T]:
+        return self._inner.__aenter__()
+
+    def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Coroutine[Any, Any, bool | None]:
+        return self._inner.__aexit__(exc_type, exc, tb)
+
+    def _misuse(self, what: str) -> TypeError:
+        return TypeError(
+            f"{self._name} {what}: it is an async context manager; write `{self._usage}`"
+        )
+
+    def __await__(self) -> NoReturn:
+        raise self._misuse("cannot be awaited")
+
+    def __aiter__(self) -> NoReturn:
+        raise self._misuse("cannot be iterated")
+
+    def __enter__(self) -> NoReturn:
+        raise self._misuse("needs `async with`, not `with`")
+
+    def __exit__(self, *args: object) -> None:
+        pass  # pragma: no cover - __enter__ never succeeds
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise AttributeError(
+            f"{self._name} has no attribute {name!r}: it is an async context manager;"
+            f" write `{self._usage}` and use the object it names"
+        )
+
+
+def async_with_only(
+    name: str, usage: str
+) -> Callable[
+    [Callable[P, AbstractAsyncContextManager[T]]], Callable[P, AbstractAsyncContextManager[T]]
+]:
+    """Decorate an ``asynccontextmanager`` function so that what it returns is an
+    :class:`AsyncWithOnly` (same signature and docstring)."""
+
+    def wrap(
+        fn: Callable[P, AbstractAsyncContextManager[T]],
+    ) -> Callable[P, AbstractAsyncContextManager[T]]:
+        @functools.wraps(fn)
+        def opener(*args: P.args, **kwargs: P.kwargs) -> AbstractAsyncContextManager[T]:
+            return AsyncWithOnly(fn(*args, **kwargs), name, usage)
+
+        return opener
+
+    return wrap

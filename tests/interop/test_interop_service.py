@@ -26,6 +26,8 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -37,7 +39,7 @@ import trio
 
 import trio_h2t
 from trio_h2t import grpc
-from trio_h2t.interop import client as interop_client
+from trio_h2t.interop import client as interop_client, server as interop_server
 from trio_h2t.interop.protos import messages_pb2 as M
 from trio_h2t.interop.server import TestService
 
@@ -281,3 +283,65 @@ async def test_client_command_fails_nonzero_on_a_failed_case() -> None:
     assert lines[0].startswith("FAIL large_unary: RpcError"), lines
     assert lines[1:] == ["0 passed, 1 failed"]
     assert result.returncode == 1
+
+
+def test_client_command_that_cannot_connect_says_so_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing listening: one line on stderr naming the address and why, exit 1 (it
+    was a traceback through three chained exceptions)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    status = interop_client.main(
+        ["--server_host", "127.0.0.1", "--server_port", str(port), "--test_case", "empty_unary"]
+    )
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.splitlines() == [
+        f"python -m trio_h2t.interop.client: cannot connect to 127.0.0.1:{port}:"
+        f" Error connecting to ('127.0.0.1', {port}): Connection refused"
+    ]
+
+
+def test_server_command_on_a_taken_port_says_so_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A port in use: one line on stderr, exit 1 (it was an ExceptionGroup traceback)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        status = interop_server.main(["--port", str(port), "--host", "127.0.0.1"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.splitlines() == [
+        f"python -m trio_h2t.interop.server: cannot listen on 127.0.0.1:{port}:"
+        " Address already in use"
+    ]
+
+
+def test_server_command_stops_quietly_on_ctrl_c() -> None:
+    """SIGINT (Ctrl-C) ends the server with status 130 and no traceback (the
+    KeyboardInterrupt came out of serve's nursery in a group, which the old
+    ``except KeyboardInterrupt`` missed)."""
+    # The child restores Python's SIGINT handler: a shell's background job starts
+    # with SIGINT ignored, and the test must not depend on how pytest was started.
+    code = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+        " from trio_h2t.interop.server import main;"
+        " sys.exit(main(['--port', '0', '--host', '127.0.0.1']))"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("listening on port ")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=LIMIT)
+    assert proc.returncode == 130, err
+    assert (out, err) == ("", "")

@@ -64,7 +64,7 @@ from ._status import (
     status_from_http,
     status_from_rst,
 )
-from ._util import NoPublicConstructor, check_bool, check_size
+from ._util import AsyncWithOnly, NoPublicConstructor, check_bool, check_size
 
 __all__ = [
     "Call",
@@ -106,7 +106,10 @@ def _error_from_transport(exc: BaseException) -> tuple[StatusCode, str]:
         return StatusCode.UNAVAILABLE, "the connection is closing"
     if isinstance(exc, trio.ClosedResourceError):
         return StatusCode.CANCELLED, "the call was cancelled by this side"
-    return StatusCode.UNAVAILABLE, f"the connection was lost: {exc}"
+    text = str(exc)
+    if text.startswith("the connection was lost"):  # ConnectionLostError's own words
+        return StatusCode.UNAVAILABLE, text
+    return StatusCode.UNAVAILABLE, f"the connection was lost: {text}"
 
 
 @final
@@ -1021,19 +1024,33 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
 class UnaryStreamMethod(_Method[Req, Resp]):
     """A unary-stream method of a channel (``Channel.unary_stream``)."""
 
-    @asynccontextmanager
-    async def __call__(
+    def __call__(
         self,
         request: Req,
         *,
-        timeout: float | None = None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        timeout: float | None = None,
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
-    ) -> AsyncIterator[Call[Req, Resp]]:
+    ) -> AbstractAsyncContextManager[Call[Req, Resp]]:
         """``async with method(request) as call: async for response in call: ...``.
 
-        Checkpoint: entering. Leaving before the call ended cancels it.
+        Checkpoint: entering. Leaving before the call ended cancels it. Awaiting it
+        or iterating it without ``async with`` raises TypeError naming the fix.
         """
+        return AsyncWithOnly(
+            self._call(request, timeout, metadata, compression),
+            "a unary_stream call",
+            "async with method(request) as call:` and `async for response in call:",
+        )
+
+    @asynccontextmanager
+    async def _call(
+        self,
+        request: Req,
+        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        metadata: MetadataLike,
+        compression: str | bool | None,
+    ) -> AsyncIterator[Call[Req, Resp]]:
         async with self.open(timeout=timeout, metadata=metadata, compression=compression) as call:
             await call._send(request, end=True)
             yield call
@@ -1089,23 +1106,37 @@ class StreamUnaryMethod(_Method[Req, Resp]):
 class StreamStreamMethod(_Method[Req, Resp]):
     """A stream-stream method of a channel (``Channel.stream_stream``)."""
 
-    @asynccontextmanager
-    async def __call__(
+    def __call__(
         self,
         requests: Iterable[Req] | AsyncIterable[Req] | None = None,
         *,
-        timeout: float | None = None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        timeout: float | None = None,
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
-    ) -> AsyncIterator[Call[Req, Resp]]:
+    ) -> AbstractAsyncContextManager[Call[Req, Resp]]:
         """``async with method(requests) as call: async for response in call: ...``.
 
         ``requests`` (an iterable or async iterable) are sent by a second task
         while the block reads; without it, send with ``call.send_message`` and end
         with ``call.done_writing()``. Leaving before the call ended cancels it.
 
-        Checkpoint: entering.
+        Checkpoint: entering. Awaiting it or iterating it without ``async with``
+        raises TypeError naming the fix.
         """
+        return AsyncWithOnly(
+            self._call(requests, timeout, metadata, compression),
+            "a stream_stream call",
+            "async with method(requests) as call:` and `async for response in call:",
+        )
+
+    @asynccontextmanager
+    async def _call(
+        self,
+        requests: Iterable[Req] | AsyncIterable[Req] | None,
+        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        metadata: MetadataLike,
+        compression: str | bool | None,
+    ) -> AsyncIterator[Call[Req, Resp]]:
         async with self.open(timeout=timeout, metadata=metadata, compression=compression) as call:
             if requests is None:
                 yield call
@@ -1116,28 +1147,34 @@ class StreamStreamMethod(_Method[Req, Resp]):
                 nursery.cancel_scope.cancel()
 
 
-@asynccontextmanager
-async def open_channel(
+def open_channel(
     host: str,
     port: int,
     *,
     ssl_context: ssl.SSLContext | None = None,
     config: trio_h2t.TransportConfig | None = None,
+    connect_timeout: float | None = None,
     compression: str | None = None,
     max_receive_message_size: int | None = DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
     max_send_message_size: int | None = None,
     metadata: MetadataLike = (),
     buffer_reuse: bool = True,
-) -> AsyncIterator[Channel]:
+) -> AbstractAsyncContextManager[Channel]:
     """Connect (``trio_h2t.open_connection``: h2c, or TLS with ``ssl_context``) and
-    give a :class:`Channel` on it; the other options are the Channel's.
+    give a :class:`Channel` on it: ``async with grpc.open_channel(host, port) as
+    channel``. ``connect_timeout`` (seconds, None for none) bounds the TCP connect
+    and TLS handshake, and ``config.handshake_timeout`` the HTTP/2 one, as for
+    ``open_connection``; a call's ``timeout`` does not cover connecting. The other
+    options are the Channel's.
 
     Leaving the block drains the channel (:meth:`Channel.aclose`), then the
     connection closes gracefully; leaving with an exception closes it at once.
 
     Checkpoint: entering and leaving. Raises: as ``trio_h2t.open_connection``
-    (ConnectionLostError if it cannot connect); and, before connecting, TypeError or
-    ValueError for a wrong channel option (as :class:`Channel`).
+    (ConnectionLostError, not RpcError, if it cannot connect); TypeError or
+    ValueError for a wrong channel option (as :class:`Channel`), at once, before
+    connecting; TypeError naming the fix if the result is awaited or used without
+    ``async with``.
     """
     # The channel's options are checked before connecting, so a wrong one fails with
     # no connection made (Channel checks them again; that costs nothing).
@@ -1146,7 +1183,40 @@ async def open_channel(
     check_size(max_send_message_size, "max_send_message_size")
     check_bool(buffer_reuse, "buffer_reuse")
     Metadata(metadata)
-    async with trio_h2t.open_connection(host, port, ssl_context=ssl_context, config=config) as conn:
+    return AsyncWithOnly(
+        _open_channel(
+            host,
+            port,
+            ssl_context,
+            config,
+            connect_timeout,
+            compression,
+            max_receive_message_size,
+            max_send_message_size,
+            metadata,
+            buffer_reuse,
+        ),
+        "grpc.open_channel(...)",
+        "async with grpc.open_channel(host, port) as channel:",
+    )
+
+
+@asynccontextmanager
+async def _open_channel(
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext | None,
+    config: trio_h2t.TransportConfig | None,
+    connect_timeout: float | None,
+    compression: str | None,
+    max_receive_message_size: int | None,
+    max_send_message_size: int | None,
+    metadata: MetadataLike,
+    buffer_reuse: bool,
+) -> AsyncIterator[Channel]:
+    async with trio_h2t.open_connection(
+        host, port, ssl_context=ssl_context, config=config, connect_timeout=connect_timeout
+    ) as conn:
         channel = Channel(
             conn,
             compression=compression,

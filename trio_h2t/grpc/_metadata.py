@@ -90,7 +90,15 @@ class Metadata:
             return
         items = pairs.items() if isinstance(pairs, Mapping) else pairs
         out: list[tuple[str, MetadataValue]] = []
-        for key, value in items:
+        for item in items:
+            try:
+                key, value = item
+            except (TypeError, ValueError):
+                # metadata=("key", "value"): one pair where a sequence of pairs goes.
+                raise TypeError(
+                    f"metadata is a sequence of (key, value) pairs, and {item!r} is not"
+                    " one; for a single pair write [(key, value)]"
+                ) from None
             _check_name(key)
             if key.endswith("-bin"):
                 if isinstance(value, str):
@@ -98,7 +106,9 @@ class Metadata:
                 elif isinstance(value, bytearray | memoryview):
                     value = bytes(value)
                 elif not isinstance(value, bytes):
-                    raise TypeError(f"metadata {key!r} (-bin) needs bytes, not {type(value)}")
+                    raise TypeError(
+                        f"metadata {key!r} (-bin) needs a bytes value, not {type(value).__name__}"
+                    )
             else:
                 if not isinstance(value, str):
                     raise TypeError(

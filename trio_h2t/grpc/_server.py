@@ -730,6 +730,20 @@ class Server:
             else:
                 self.add_service(handler)
 
+    def __aenter__(self) -> NoReturn:
+        """Not a context manager: ``async with grpc.Server(...)`` raises TypeError
+        naming the transport's ``open_server``, which serves it (Python's own error
+        says only that Server is not a context manager)."""
+        raise TypeError(
+            "a grpc.Server is a handler, not a running server: serve it with"
+            " `async with trio_h2t.open_server(server, port) as h2server:`"
+        )
+
+    async def __aexit__(self, *args: object) -> None:
+        """Never reached (``__aenter__`` raises); Python looks for it first.
+
+        Checkpoint: never (it is never entered). On cancellation: nothing."""
+
     def add_generic_handler(self, handler: GenericHandler) -> None:
         """Ask ``handler.service(path)`` for methods not registered by path."""
         self._generic.append(handler)
@@ -923,6 +937,8 @@ class Server:
                     request = await self._requests(stream, encoding, method, context).single()
                     response = await method.handler(request, context)
                     if context._code is None or context._code is StatusCode.OK:
+                        if response is None:
+                            _returned_none(method)
                         # Queued with the status below in this one step, no schedule
                         # point (single() checkpointed): see single().
                         try:
@@ -968,6 +984,22 @@ class Server:
             await context._send_status(code, details, trailing)
 
 
+def _returned_none(method: MethodHandler) -> None:
+    """A unary-response handler returned None with no status set. A serializer that
+    takes None (``json.dumps``, say) is left to it; one that refuses it fails here
+    with an error that says what happened (its own blames NoneType, or protobuf's
+    descriptor)."""
+    try:
+        method.response_serializer(None)
+    except Exception:
+        name = getattr(method.handler, "__qualname__", repr(method.handler))
+        raise TypeError(
+            f"{name} returned None, but a {method.kind.value} method returns its response:"
+            " return the response message, or end the call with context.abort(code, details)"
+            " or context.set_code(...) before returning"
+        ) from None
+
+
 def _stream_gone(stream: H2Stream) -> bool:
     """True if the stream is gone under the handler: the transport cancelled it (a
     reset, the connection's end), or, after its deadline, the stream was closed too
@@ -996,6 +1028,8 @@ async def _dispatch(method: MethodHandler, requests: _Requests, context: Service
     if not kind.response_streaming:
         response = await fn(arg, context)
         if context._code in (None, StatusCode.OK):
+            if response is None:
+                _returned_none(method)
             await context.write(response)
         return
     # A streaming response: an async generator's yields, or what the coroutine

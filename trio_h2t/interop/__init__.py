@@ -18,3 +18,12 @@ Only trio_h2t's and trio_h2t.grpc's public names are used.
 """
 
 __all__: list[str] = []  # the modules are the API: server.py, client.py
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """``exc`` out of the nursery groups that wrap it one level each (trio's strict
+    groups), for the commands' exits: a KeyboardInterrupt or a refused connect in a
+    group of one is still that, and is reported as one line, not a traceback."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

@@ -21,8 +21,10 @@ from typing import Any
 
 import trio
 
+import trio_h2t
 from trio_h2t import grpc
 
+from . import _leaf
 from .protos import empty_pb2, messages_pb2
 
 __all__ = ["CASES", "main", "run_cases"]
@@ -451,7 +453,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     def out(line: str) -> None:
         print(line, flush=True)
 
-    _, failed = trio.run(run_cases, args.server_host, args.server_port, names, out)
+    try:
+        _, failed = trio.run(run_cases, args.server_host, args.server_port, names, out)
+    except BaseException as exc:
+        leaf = _leaf(exc)
+        if isinstance(leaf, KeyboardInterrupt):
+            return 130
+        if isinstance(leaf, trio_h2t.ConnectionLostError):  # could not connect, or lost it
+            print(f"{parser.prog}: {leaf}", file=sys.stderr)
+            return 1
+        raise
     return 1 if failed else 0
 
 

@@ -32,6 +32,7 @@ import trio
 import trio_h2t
 from trio_h2t import grpc
 
+from . import _leaf
 from .protos import empty_pb2, messages_pb2
 
 __all__ = ["SERVICE", "TestService", "main", "serve"]
@@ -232,8 +233,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--use_tls=true is not supported (plaintext h2c only)")
     try:
         trio.run(_main, args.port, args.host)
-    except KeyboardInterrupt:
-        return 130
+    except BaseException as exc:
+        leaf = _leaf(exc)
+        if isinstance(leaf, KeyboardInterrupt):  # Ctrl-C: the way to stop it
+            return 130
+        if isinstance(leaf, OSError):  # the port is taken, the address is not ours
+            where = f"{args.host or '*'}:{args.port}"
+            print(
+                f"{parser.prog}: cannot listen on {where}: {leaf.strerror or leaf}", file=sys.stderr
+            )
+            return 1
+        raise
     return 0
 
 
