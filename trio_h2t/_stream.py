@@ -678,7 +678,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         queued ahead of flow control); returns before the bytes reach the socket.
         The caller must not mutate ``data`` afterwards: loopy writes the caller's
         buffer itself, without a copy, until it is flushed (a ``bytearray`` resized
-        in that time raises BufferError). A memoryview is sent as its raw bytes,
+        in that time raises BufferError), which may be after this stream's next
+        writes (``write_quota`` bytes may wait in its queue): to reuse a buffer,
+        pass ``bytes(buffer)``. A memoryview is sent as its raw bytes,
         whatever its format, shape or strides.
 
         Checkpoint: always. On cancellation: nothing was queued.
