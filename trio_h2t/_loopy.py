@@ -121,12 +121,13 @@ _CLOSED_ERRNOS = {errno.EBADF, errno.ENOTSOCK}
 
 
 async def send_vectored(
-    sock: trio.socket.SocketType, chunks: list[bytes | bytearray | memoryview]
+    sock: trio.socket.SocketType, chunks: list[bytes | bytearray | memoryview], sent: int = 0
 ) -> None:
     """``trio.SocketStream.send_all`` of the pieces joined, as ``sendmsg`` calls.
 
     At most ``_IOV_MAX`` pieces a call; a partial write goes on from where it
     stopped (the piece it cut is replaced in ``chunks`` by a view of its rest).
+    ``sent``: bytes of ``chunks`` the caller's own ``sendmsg`` wrote already.
     Errors as ``send_all``'s: ClosedResourceError after ``send_eof`` or on a closed
     socket, BrokenResourceError for other OS errors. The caller is the socket's only
     writer (loopy).
@@ -146,17 +147,6 @@ async def send_vectored(
     first = 0
     try:
         while True:
-            pieces = (
-                chunks if first == 0 and count <= _IOV_MAX else chunks[first : first + _IOV_MAX]
-            )
-            if raw is None:
-                sent = await sock.sendmsg(pieces)
-            else:
-                try:
-                    sent = raw.sendmsg(pieces)
-                except BlockingIOError:
-                    await trio.lowlevel.wait_writable(sock)
-                    continue
             while first < count:
                 n = len(chunks[first])
                 if sent < n:
@@ -167,6 +157,17 @@ async def send_vectored(
                 return
             if sent:
                 chunks[first] = memoryview(chunks[first])[sent:]
+            pieces = (
+                chunks if first == 0 and count <= _IOV_MAX else chunks[first : first + _IOV_MAX]
+            )
+            if raw is None:
+                sent = await sock.sendmsg(pieces)
+            else:
+                try:
+                    sent = raw.sendmsg(pieces)
+                except BlockingIOError:
+                    await trio.lowlevel.wait_writable(sock)
+                    sent = 0
     except OSError as exc:
         if exc.errno in _CLOSED_ERRNOS:
             raise trio.ClosedResourceError("this socket was already closed") from None
@@ -274,6 +275,8 @@ class Loopy:
         self._sock: trio.socket.SocketType | None = (
             sock if sock is not None and hasattr(sock, "sendmsg") else None
         )
+        # The stdlib socket under it (None without one): a flush's first sendmsg.
+        self._raw = stdlib_socket(self._sock) if self._sock is not None else None
         self._frames = 0
         self._data_frames = 0
         # HEADERS blocks written (with _data_frames: the server's ping policy,
@@ -462,7 +465,19 @@ class Loopy:
             if len(chunks) == 1:
                 await self._transport.send_all(chunks[0])
             elif self._sock is not None:
-                await send_vectored(self._sock, chunks)
+                # The usual flush: one sendmsg takes it all, without a coroutine;
+                # send_vectored writes what is left, waits while the socket is
+                # full, and raises send_all's errors (an OSError here wrote
+                # nothing: its own sendmsg meets it again).
+                sent = 0
+                raw = self._raw
+                if raw is not None and len(chunks) <= _IOV_MAX:
+                    try:
+                        sent = raw.sendmsg(chunks)
+                    except OSError:
+                        sent = 0
+                if sent != size:
+                    await send_vectored(self._sock, chunks, sent)
             else:
                 await self._transport.send_all(b"".join(chunks))
         except Exception:  # resource errors, or a broken Stream wrapper's own
