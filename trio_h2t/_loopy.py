@@ -779,13 +779,21 @@ class Loopy:
                 out.state = OUT_CONN_WAITING
                 self._conn_waiting.append(stream)
                 return True
-            try:
-                window = h2.local_flow_control_window(sid)
-            except (StreamClosedError, KeyError, ProtocolError):
-                active.popleft()
-                out.state = OUT_EMPTY
-                self._drop_output(stream)
-                return True
+            # h2's local_flow_control_window (the smaller of the two windows) inline
+            # for a stream h2 holds; any other takes h2's call, and its error.
+            h2_stream = h2.streams.get(sid)
+            if h2_stream is not None:
+                window = h2_stream.outbound_flow_control_window
+                if h2.outbound_flow_control_window < window:
+                    window = h2.outbound_flow_control_window
+            else:
+                try:
+                    window = h2.local_flow_control_window(sid)
+                except (StreamClosedError, KeyError, ProtocolError):
+                    active.popleft()
+                    out.state = OUT_EMPTY
+                    self._drop_output(stream)
+                    return True
             if window <= 0:
                 active.popleft()
                 out.state = OUT_WAITING
