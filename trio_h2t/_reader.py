@@ -154,6 +154,11 @@ def _buffer_reader(
     async def read() -> int:
         try:
             if buffer.idle:
+                if sock.fileno() == -1:
+                    # Closed by another task (the connection's teardown) since the
+                    # last read: trio's wait_readable would raise ValueError for the
+                    # fd of -1, where every other path says ClosedResourceError.
+                    raise trio.ClosedResourceError("the socket was closed")
                 await trio.lowlevel.wait_readable(sock)
             target = buffer.read_target()
             if recv_into is None:
