@@ -169,7 +169,10 @@ class H2Stream(metaclass=NoPublicConstructor):
     Sending: :meth:`send_headers`, :meth:`send_data`, :meth:`send_trailers`,
     :meth:`end`. Receiving: :meth:`receive_headers`, :meth:`receive_some` (or
     ``async for chunk in stream``), :meth:`receive_into` (into a buffer of yours),
-    :meth:`receive_trailers`. Aborting: :meth:`reset`.
+    :meth:`receive_trailers`. Aborting: :meth:`reset`. Without a checkpoint, for a
+    caller that checkpoints once around several operations (trio's ``op_nowait``
+    convention): :meth:`send_headers_nowait`, :meth:`send_data_nowait`,
+    :meth:`send_trailers_nowait`, :meth:`receive_some_nowait`.
 
     One task may receive while another sends (a bidirectional stream); two tasks
     receiving at once, or sending at once, get ``trio.BusyResourceError``.
@@ -475,6 +478,41 @@ class H2Stream(metaclass=NoPublicConstructor):
             # A stream failed by the end of its connection wakes us; if our task was
             # cancelled meanwhile (a handler's scope is cancelled first), Cancelled wins.
             await trio.lowlevel.checkpoint_if_cancelled()
+        out = self._take(max_bytes)
+        if not parked:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return out
+
+    def receive_some_nowait(self, max_bytes: int | None = None) -> bytes:
+        """What :meth:`receive_some` returns when it need not wait: the next bytes of
+        the body already received (at most ``max_bytes``), ``b""`` at its end.
+
+        For a caller that checkpoints once around several operations (trio's
+        ``op_nowait`` convention): the gRPC server reads a unary request this way.
+
+        Checkpoint: never (synchronous).
+
+        Raises:
+            trio.WouldBlock: no bytes are buffered and the body has not ended;
+                nothing changed.
+            StreamResetError, trio.BrokenResourceError, TypeError, ValueError: as
+                :meth:`receive_some`.
+        """
+        if max_bytes is not None and _check_int(max_bytes, "max_bytes") < 1:
+            raise ValueError(f"max_bytes must be >= 1, not {max_bytes}")
+        if self._continue_pending:
+            self._send_continue()
+        if self._error is not None and not self._recv_ended:
+            self._raise_if_error()  # an incomplete body is not handed out (receive_some)
+        if not self._chunks:
+            if self._recv_ended:
+                return b""
+            self._raise_if_error()
+            raise trio.WouldBlock
+        return self._take(max_bytes)
+
+    def _take(self, max_bytes: int | None) -> bytes:
+        """The next chunk (at most ``max_bytes`` of it), consumed; there is one."""
         chunks = self._chunks
         assert chunks is not None  # not empty
         chunk = chunks[0]
@@ -488,8 +526,6 @@ class H2Stream(metaclass=NoPublicConstructor):
             chunks.popleft()
             out = bytes(chunk)  # the same object when it is bytes already
         self._consumed(len(out))
-        if not parked:
-            await trio.lowlevel.cancel_shielded_checkpoint()
         return out
 
     async def receive_into(self, buffer: bytearray | memoryview) -> int:
@@ -625,6 +661,20 @@ class H2Stream(metaclass=NoPublicConstructor):
         """
         _check_bool(end_stream, "end_stream")
         await trio.lowlevel.checkpoint_if_cancelled()
+        self.send_headers_nowait(headers, end_stream=end_stream)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def send_headers_nowait(
+        self, headers: Sequence[tuple[bytes | str, bytes | str]], *, end_stream: bool = False
+    ) -> None:
+        """:meth:`send_headers` without its checkpoint, for a caller that checkpoints
+        once around several operations (trio's ``op_nowait`` convention; queuing
+        headers never waits, so it never raises ``trio.WouldBlock``).
+
+        Checkpoint: never (synchronous). Raises as :meth:`send_headers`; nothing was
+        queued then.
+        """
+        _check_bool(end_stream, "end_stream")
         if self._headers_sent:
             raise RuntimeError("headers were already sent on this stream")
         self._check_can_send()
@@ -639,7 +689,6 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._continue_pending = False  # a final answer: no 100 is owed any more
         if end_stream:
             self._end_queued = True
-        await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def send_informational(self, headers: Sequence[tuple[bytes | str, bytes | str]]) -> None:
         """Queue an informational (1xx) response, before the final :meth:`send_headers`
@@ -714,7 +763,38 @@ class H2Stream(metaclass=NoPublicConstructor):
             self._enter_send_wait()
             await trio.lowlevel.wait_task_rescheduled(self._abort_send)
             await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled wins, as above
-        if self._error is not None or self._end_queued:
+        self._queue_data(data, end_stream)
+        if not parked:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def send_data_nowait(
+        self, data: bytes | bytearray | memoryview, *, end_stream: bool = False
+    ) -> None:
+        """:meth:`send_data` when it need not wait for write quota, without its
+        checkpoint: for a caller that checkpoints once around several operations
+        (trio's ``op_nowait`` convention).
+
+        Checkpoint: never (synchronous).
+
+        Raises:
+            trio.WouldBlock: the stream's write quota is used up (``send_data``
+                would wait); nothing was queued.
+            StreamResetError, trio.ClosedResourceError, trio.BrokenResourceError,
+            TypeError, ValueError: as :meth:`send_data`; nothing was queued.
+        """
+        kind = type(data)
+        if kind is not bytes and kind is not memoryview:
+            _check_payload(data)
+        if end_stream is not False and end_stream is not True:
+            _check_bool(end_stream, "end_stream")
+        self._check_can_send()
+        if self._write_quota <= 0:
+            raise trio.WouldBlock
+        self._queue_data(data, end_stream)
+
+    def _queue_data(self, data: bytes | bytearray | memoryview, end_stream: bool) -> None:
+        """Queue ``data`` for loopy (``send_data`` once there is write quota)."""
+        if self._error is not None or self._end_queued:  # inline: no call as a rule
             self._check_can_send()
         if not self._headers_sent:
             raise RuntimeError("send_headers() must come before send_data()")
@@ -737,8 +817,6 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._put_output(Data(self, data, end_stream, size))
         if end_stream:
             self._end_queued = True
-        if not parked:
-            await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def send_trailers(self, headers: Sequence[tuple[bytes | str, bytes | str]]) -> None:
         """Queue trailers; they end the stream and go out after all queued data.
@@ -751,6 +829,17 @@ class H2Stream(metaclass=NoPublicConstructor):
                 content-length; nothing was queued.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        self.send_trailers_nowait(headers)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def send_trailers_nowait(self, headers: Sequence[tuple[bytes | str, bytes | str]]) -> None:
+        """:meth:`send_trailers` without its checkpoint, for a caller that checkpoints
+        once around several operations (trio's ``op_nowait`` convention; queuing
+        trailers never waits, so it never raises ``trio.WouldBlock``).
+
+        Checkpoint: never (synchronous). Raises as :meth:`send_trailers`; nothing was
+        queued then.
+        """
         self._check_can_send()
         if not self._headers_sent:
             raise RuntimeError("send_headers() must come before send_trailers()")
@@ -760,7 +849,6 @@ class H2Stream(metaclass=NoPublicConstructor):
             raise ValueError(_short_body(self._body_sent, rule))
         self._put_output(Headers(self, block, True))
         self._end_queued = True
-        await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def end(self) -> None:
         """End our side of the stream (an empty DATA frame with END_STREAM).

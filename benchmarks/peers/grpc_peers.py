@@ -42,6 +42,15 @@ no longer walks the objects of start-up (the modules, the event loop, the
 connection) in its full collections: what an application may do after start-up
 (``docs/grpc.md``, "Latency and the cyclic collector"). Off by default.
 
+``--gc-stats`` measures the collector instead of speed (``gcstats.py``): in the
+measured window, per 1,000 calls and per process (server and client apart),
+collections per generation, objects promoted, cyclic garbage freed, time collecting;
+then, after the window, a census of the cyclic garbage (``gc.DEBUG_SAVEALL`` and
+tracemalloc for ``--census`` seconds more) by type and by allocation site. The runner
+passes the client's ``START``/``END``/``SAVE``/``REPORT`` marks on to the server on
+its stdin; the server counts the calls its handlers answered. The latencies of such
+a run are not comparable (the hook's counting is in them).
+
 Run: ``.venv/bin/python benchmarks/peers/grpc_peers.py --rounds 5`` (all presets,
 about 1 min per preset with four implementations), or
 ``--preset w1 --preset w4 --impl trio_h2t --impl grpcio``.
@@ -207,12 +216,59 @@ def summary(window: Window, cpu: float, wall: float) -> dict[str, Any]:
     }
 
 
+def gcstats() -> Any:
+    """``gcstats.py`` beside this file, whether it runs as a script (its directory
+    on ``sys.path``; purerpc's interpreter has nothing else) or is imported."""
+    try:
+        return importlib.import_module("benchmarks.peers.gcstats")
+    except ImportError:
+        return importlib.import_module("gcstats")
+
+
+#: This process's collector statistics, with ``--gc-stats`` (``started`` makes them).
+GC_STATS: list[Any] = []
+#: Calls (or ping-pong messages) the server's handlers answered: ``--gc-stats``'s divisor.
+SERVED = [0]
+
+
 def started(args: argparse.Namespace) -> None:
     """A role process is started (imports done, listening or connected): with
-    ``--gc-freeze``, move every object tracked so far out of the collector's reach."""
+    ``--gc-freeze``, move every object tracked so far out of the collector's reach;
+    with ``--gc-stats``, hook the collector."""
     if args.gc_freeze:
         gc.collect()
         gc.freeze()
+    if args.gc_stats:
+        GC_STATS.append(gcstats().GcStats())
+
+
+def server_command(line: str, marks: list[int]) -> None:
+    """One mark the runner passed on from the client (``--gc-stats``): ``marks``
+    keeps SERVED at ``START``."""
+    if not GC_STATS:
+        return
+    stats = GC_STATS[0]
+    if line == "START":
+        marks[:] = [SERVED[0]]
+        stats.start()
+    elif line == "END":
+        stats.stop(SERVED[0] - (marks[0] if marks else 0))
+    elif line == "SAVE":
+        stats.census_start(SERVED[0])
+    elif line == "REPORT":
+        mark("GCSTATS " + json.dumps(stats.census_report(SERVED[0])))
+
+
+async def client_census(args: argparse.Namespace, window: Window, sleep: Any) -> dict[str, Any]:
+    """After the window (``--gc-stats``): the census while the workers go on."""
+    stats = GC_STATS[0]
+    stats.stop(window.calls)
+    stats.census_start(window.total_calls)
+    mark("SAVE")
+    await sleep(args.census)
+    report: dict[str, Any] = stats.census_report(window.total_calls)
+    mark("REPORT")
+    return report
 
 
 def mark(word: str) -> None:
@@ -307,6 +363,8 @@ async def trio_client(args: argparse.Namespace, preset: Preset) -> dict[str, Any
                 nursery.start_soon(worker_loop, session, request, window, trio.sleep)
             await trio.sleep(args.warmup)
             mark("START")
+            if GC_STATS:
+                GC_STATS[0].start()
             window.on = True
             cpu0, wall0 = time.process_time(), time.perf_counter()
             await trio.sleep(args.duration)
@@ -315,8 +373,9 @@ async def trio_client(args: argparse.Namespace, preset: Preset) -> dict[str, Any
             window.on = False
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
             mark("END")
+            census = await client_census(args, window, trio.sleep) if GC_STATS else None
             nursery.cancel_scope.cancel()
-    return summary(window, cpu, wall)
+    return summary(window, cpu, wall) | {"gc": census}
 
 
 async def asyncio_client(args: argparse.Namespace, preset: Preset) -> dict[str, Any]:
@@ -396,6 +455,8 @@ async def asyncio_client(args: argparse.Namespace, preset: Preset) -> dict[str, 
     ]
     await asyncio.sleep(args.warmup)
     mark("START")
+    if GC_STATS:
+        GC_STATS[0].start()
     window.on = True
     cpu0, wall0 = time.process_time(), time.perf_counter()
     await asyncio.sleep(args.duration)
@@ -404,12 +465,13 @@ async def asyncio_client(args: argparse.Namespace, preset: Preset) -> dict[str, 
     window.on = False
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     mark("END")
+    census = await client_census(args, window, asyncio.sleep) if GC_STATS else None
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     for close in closers:
         await close()
-    return summary(window, cpu, wall)
+    return summary(window, cpu, wall) | {"gc": census}
 
 
 def run_client(args: argparse.Namespace) -> None:
@@ -443,10 +505,12 @@ async def trio_h2t_server(args: argparse.Namespace) -> None:
     ser, deser = pb2.Payload.SerializeToString, pb2.Payload.FromString
 
     async def unary(request: Any, context: tg.ServicerContext) -> Any:
+        SERVED[0] += 1
         return request
 
     async def pingpong(requests: AsyncIterator[Any], context: tg.ServicerContext) -> Any:
         async for request in requests:
+            SERVED[0] += 1
             await context.write(request)
 
     handlers = tg.method_handlers_generic_handler(
@@ -470,12 +534,16 @@ async def trio_h2t_server(args: argparse.Namespace) -> None:
 
 
 async def wait_stdin_eof() -> None:
-    """Return when the runner closes our stdin (the end of the run)."""
+    """Return when the runner closes our stdin (the end of the run); act on the
+    lines it sends before (``server_command``)."""
     import trio
 
     stdin = trio.lowlevel.FdStream(os.dup(0))
-    while await stdin.receive_some(1024):
-        pass
+    pending, marks = b"", list[int]()
+    while chunk := await stdin.receive_some(1024):
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            server_command(line.decode().strip(), marks)
     await stdin.aclose()
 
 
@@ -488,10 +556,12 @@ async def purerpc_server(args: argparse.Namespace) -> None:
 
     class Servicer(servicer):  # type: ignore[misc]
         async def Unary(self, message: Any) -> Any:
+            SERVED[0] += 1
             return message
 
         async def PingPong(self, messages: Any) -> Any:
             async for message in messages:
+                SERVED[0] += 1
                 yield message
 
     server = purerpc.Server(port=0)
@@ -517,10 +587,12 @@ async def asyncio_server(args: argparse.Namespace) -> None:
         class Handler(base):  # type: ignore[misc, valid-type]
             async def Unary(self, stream: Any) -> None:
                 request = await stream.recv_message()
+                SERVED[0] += 1
                 await stream.send_message(request)
 
             async def PingPong(self, stream: Any) -> None:
                 async for request in stream:
+                    SERVED[0] += 1
                     await stream.send_message(request)
 
         gserver = Server([Handler()])
@@ -535,10 +607,12 @@ async def asyncio_server(args: argparse.Namespace) -> None:
 
         class AioServicer(aservicer):  # type: ignore[misc]
             async def Unary(self, request: Any, context: Any) -> Any:
+                SERVED[0] += 1
                 return request
 
             async def PingPong(self, requests: Any, context: Any) -> Any:
                 async for request in requests:
+                    SERVED[0] += 1
                     yield request
 
         aserver = grpc.aio.server(
@@ -555,8 +629,9 @@ async def asyncio_server(args: argparse.Namespace) -> None:
     mark_port(port)
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    while await reader.read(1024):
-        pass
+    marks = list[int]()
+    while line := await reader.readline():
+        server_command(line.decode().strip(), marks)
 
 
 def run_server(args: argparse.Namespace) -> None:
@@ -619,15 +694,19 @@ def run_one(
     timeout: float = 120.0,
     min_calls: int = 0,
     gc_freeze: bool = False,
+    gc_stats: float = 0.0,
 ) -> dict[str, Any]:
     """One server process and one client process for ``preset_name``; the client's
     result with the server's CPU seconds over the measured window added (with
     ``min_calls``, the window lasts until that many calls completed: the smoke
-    test's bound, not a timing)."""
+    test's bound, not a timing). With ``gc_stats`` (the census's seconds), each side's
+    ``gcstats`` report: ``result["gc"]`` the client's, ``result["server_gc"]`` the
+    server's."""
     preset = PRESETS[preset_name]
     me = str(Path(__file__).resolve())
     common = ["--impl", impl, "--gen", str(gen), "--concurrency", str(preset.concurrency)]
     common += ["--gc-freeze"] if gc_freeze else []
+    common += ["--gc-stats", "--census", str(gc_stats)] if gc_stats else []
     server_cmd = [python, me, "serve", *common] + (["--profile", profile] if profile else [])
     env = env_for(impl)
     server = subprocess.Popen(
@@ -653,6 +732,7 @@ def run_one(
         assert client.stdout is not None
         cpu0 = cpu1 = math.nan
         result: dict[str, Any] | None = None
+        server_gc: dict[str, Any] | None = None
         deadline = time.monotonic() + timeout
         for out in client.stdout:
             if out.startswith("START"):
@@ -661,6 +741,14 @@ def run_one(
                 cpu1 = proc_cpu(server.pid)
             elif out.startswith("RESULT "):
                 result = json.loads(out[len("RESULT ") :])
+            if gc_stats and out.strip() in ("START", "END", "SAVE", "REPORT"):
+                assert server.stdin is not None
+                server.stdin.write(out)
+                server.stdin.flush()
+                if out.strip() == "REPORT":
+                    answer = server.stdout.readline()
+                    if answer.startswith("GCSTATS "):
+                        server_gc = json.loads(answer[len("GCSTATS ") :])
             if time.monotonic() > deadline:
                 break
         client.wait(timeout=30)
@@ -676,6 +764,7 @@ def run_one(
             server.wait()
     result["server_cpu_s"] = cpu1 - cpu0
     result["server_gc_frozen"] = int(frozen)
+    result["server_gc"] = server_gc
     calls = max(1, result["calls"])
     result["server_us_per_call"] = result["server_cpu_s"] / calls * 1e6
     result["client_us_per_call"] = result["client_cpu_s"] / calls * 1e6
@@ -706,6 +795,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--concurrency", type=int, default=100)
         p.add_argument("--profile")
         p.add_argument("--gc-freeze", action="store_true")
+        p.add_argument("--gc-stats", action="store_true")
+        p.add_argument("--census", type=float, default=1.0)
         if role == "client":
             p.add_argument("--port", type=int, required=True)
             p.add_argument("--preset", choices=sorted(PRESETS), required=True)
@@ -725,6 +816,14 @@ def main(argv: list[str] | None = None) -> int:
         "--gc-freeze",
         action="store_true",
         help="gc.collect() + gc.freeze() once started, in every server and client process",
+    )
+    parser.add_argument(
+        "--gc-stats",
+        action="store_true",
+        help="measure the cyclic collector per 1000 calls in each process (gcstats.py)",
+    )
+    parser.add_argument(
+        "--census", type=float, default=1.0, help="--gc-stats: seconds of the garbage census"
     )
     args = parser.parse_args(argv)
     if args.role == "serve":
@@ -780,6 +879,7 @@ def run_all(args: argparse.Namespace) -> int:
                         warmup=args.warmup,
                         profile=profile,
                         gc_freeze=args.gc_freeze,
+                        gc_stats=args.census if args.gc_stats else 0.0,
                     )
                     r["round"] = rnd
                     results.append(r)
@@ -799,10 +899,26 @@ def run_all(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(results, indent=1))
     table = report(results, presets, impls, stats)
     print(table)
+    if args.gc_stats:
+        print(gc_report(results, presets, impls))
     if args.plot:
         plot(results, presets, impls, args.plot)
         print(f"plot: {args.plot}")
     return 0
+
+
+def gc_report(results: list[dict[str, Any]], presets: list[str], impls: list[str]) -> str:
+    """``--gc-stats``: per preset, implementation and side, the collector's figures."""
+    format_report = gcstats().format_report
+    lines: list[str] = []
+    for name in presets:
+        for impl in impls:
+            rs = [r for r in results if r["preset"] == name and r["impl"] == impl]
+            for side, key in (("server", "server_gc"), ("client", "gc")):
+                reports = [r[key] for r in rs if r.get(key)]
+                if reports:
+                    lines += [f"[{name}]", *format_report(side, impl, reports)]
+    return "\n".join(lines)
 
 
 def report(results: list[dict[str, Any]], presets: list[str], impls: list[str], stats: Any) -> str:

@@ -427,24 +427,50 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
             except _TRANSPORT_ERRORS as exc:
                 self._set_status(*_error_from_transport(exc))
                 continue
-            decoder = self._decoder
-            if chunk:
-                if decoder is None:
-                    channel = self._channel
-                    decoder = self._decoder = MessageDecoder(
-                        channel.max_receive_message_size, buffer_reuse=channel.buffer_reuse
-                    )
-                try:
-                    # All taken: the chunk's messages replace them (a list per chunk).
-                    self._messages = decoder.feed(chunk)
-                    self._taken = 0
-                except RpcError as exc:
-                    self._set_status(exc.code, exc.details)
+            self._fed(chunk)
+        return self._pop()
+
+    def _next_payload_nowait(self) -> bytes | None:
+        """``_next_payload`` from what the stream has already received (the headers
+        taken), without a checkpoint; raises trio.WouldBlock (nothing lost: bytes
+        read so far stay in the decoder) if the next message or the end has not
+        arrived."""
+        stream = self._stream
+        while self._taken == len(self._messages):
+            if self._code is not None:
+                if self._code != StatusCode.OK:
+                    raise self._rpc_error()
+                return None
+            try:
+                chunk = stream.receive_some_nowait()
+            except _TRANSPORT_ERRORS as exc:
+                self._set_status(*_error_from_transport(exc))
                 continue
-            if decoder is not None and decoder.pending:
-                self._set_status(StatusCode.INTERNAL, "the response ended inside a message")
-            else:
-                self._finish(stream.trailers or ())
+            self._fed(chunk)
+        return self._pop()
+
+    def _fed(self, chunk: bytes) -> None:
+        """Decode a chunk read from the stream (``b""``: its end, the status)."""
+        decoder = self._decoder
+        if chunk:
+            if decoder is None:
+                channel = self._channel
+                decoder = self._decoder = MessageDecoder(
+                    channel.max_receive_message_size, buffer_reuse=channel.buffer_reuse
+                )
+            try:
+                # All taken: the chunk's messages replace them (a list per chunk).
+                self._messages = decoder.feed(chunk)
+                self._taken = 0
+            except RpcError as exc:
+                self._set_status(exc.code, exc.details)
+        elif decoder is not None and decoder.pending:
+            self._set_status(StatusCode.INTERNAL, "the response ended inside a message")
+        else:
+            self._finish(self._stream.trailers or ())
+
+    def _pop(self) -> bytes:
+        """The next decoded message's payload (decompressed); there is one."""
         messages = self._messages
         taken = self._taken
         compressed, payload = messages[taken]
@@ -937,10 +963,22 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
                         except _TRANSPORT_ERRORS as exc:
                             call._headers_lost(exc)
                         call._take_headers(head)
-                    payload = await call._next_payload()
+                    # The response usually arrives whole (headers, message, trailers
+                    # in one read): taken without a schedule point, each of which
+                    # is a trip of every call in flight through trio's scheduler
+                    # (docs/grpc.md, "Latency and the cyclic collector").
+                    first = False
+                    try:
+                        payload = call._next_payload_nowait()
+                        first = True
+                        more = None if payload is None else call._next_payload_nowait()
+                    except trio.WouldBlock:
+                        if not first:
+                            payload = await call._next_payload()
+                        more = None if payload is None else await call._next_payload()
                     if payload is None:
                         raise call._fail(StatusCode.INTERNAL, "the server sent no response message")
-                    if await call._next_payload() is not None:
+                    if more is not None:
                         raise call._fail(
                             StatusCode.INTERNAL, "the server sent more than one response message"
                         )

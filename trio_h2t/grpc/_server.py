@@ -431,17 +431,18 @@ class ServicerContext(metaclass=NoPublicConstructor):
         await self._send_headers()
 
     async def _send_headers(self) -> None:
-        if self._encoding is None and not self._initial:
-            block: Sequence[tuple[bytes, bytes]] = _RESPONSE_HEAD  # send_headers copies it
-        else:
-            head = [(b":status", b"200"), (b"content-type", b"application/grpc")]
-            if self._encoding is not None:
-                head.append((b"grpc-encoding", self._encoding.encode()))
-            head.append((b"grpc-accept-encoding", _ACCEPT_ENCODING))
-            head.extend(self._initial)
-            block = head
-        await self._stream.send_headers(block)
+        await self._stream.send_headers(self._head_block())
         self._headers_sent = True  # after: a cancelled send_headers queued nothing
+
+    def _head_block(self) -> Sequence[tuple[bytes, bytes]]:
+        if self._encoding is None and not self._initial:
+            return _RESPONSE_HEAD  # send_headers copies it
+        head = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+        if self._encoding is not None:
+            head.append((b"grpc-encoding", self._encoding.encode()))
+        head.append((b"grpc-accept-encoding", _ACCEPT_ENCODING))
+        head.extend(self._initial)
+        return head
 
     async def write(self, message: Any, *, compress: bool = True) -> None:
         """Send one response message (sending the headers first if needed).
@@ -454,6 +455,23 @@ class ServicerContext(metaclass=NoPublicConstructor):
         headers may have been). Raises RpcError(RESOURCE_EXHAUSTED) if the
         serialized message exceeds the server's ``max_send_message_size``.
         """
+        payload = self._serialized(message)
+        if not self._headers_sent:
+            await self._send_headers()
+        await self._stream.send_data(self._framed(payload, compress))
+
+    def _write_nowait(self, message: Any) -> None:
+        """``write`` without a checkpoint: the unary response, which
+        ``Server.__call__`` queues with its status in the same scheduling step
+        (``H2Stream.send_*_nowait``). Raises trio.WouldBlock, the message not queued
+        (the headers may have been), if the stream's write quota is used up."""
+        payload = self._serialized(message)
+        if not self._headers_sent:
+            self._stream.send_headers_nowait(self._head_block())
+            self._headers_sent = True
+        self._stream.send_data_nowait(self._framed(payload, True))
+
+    def _serialized(self, message: Any) -> bytes:
         payload = self._serializer(message)
         limit = self._server.max_send_message_size
         if limit is not None and len(payload) > limit:
@@ -461,14 +479,25 @@ class ServicerContext(metaclass=NoPublicConstructor):
                 StatusCode.RESOURCE_EXHAUSTED,
                 f"trying to send message larger than max ({len(payload)} vs. {limit})",
             )
-        if not self._headers_sent:
-            await self._send_headers()
+        return payload
+
+    def _framed(self, payload: bytes, compress: bool) -> bytes:
         encoding = self._encoding if compress else None
         if encoding is not None:
             payload = compress_payload(payload, encoding)
-        await self._stream.send_data(encode_message(payload, compressed=encoding is not None))
+        return encode_message(payload, compressed=encoding is not None)
 
     async def _send_status(self, code: StatusCode, details: str, trailing: Metadata) -> None:
+        """Queue the status (trailers, or a trailers-only response), once.
+        Checkpoint: always, unless it was sent already. On cancellation: not sent."""
+        if self._ended:
+            return
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._send_status_nowait(code, details, trailing)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def _send_status_nowait(self, code: StatusCode, details: str, trailing: Metadata) -> None:
+        """``_send_status`` without a checkpoint (queuing headers never waits)."""
         if self._ended:
             return
         self._ended = True
@@ -479,11 +508,11 @@ class ServicerContext(metaclass=NoPublicConstructor):
             block = self._status_block(code, details, trailing)
         try:
             if self._headers_sent:
-                await self._stream.send_trailers(block)
+                self._stream.send_trailers_nowait(block)
             else:
                 # Trailers-only (PROTOCOL-HTTP2.md): one HEADERS frame, END_STREAM.
                 self._headers_sent = True
-                await self._stream.send_headers([*_TRAILERS_ONLY_HEAD, *block], end_stream=True)
+                self._stream.send_headers_nowait([*_TRAILERS_ONLY_HEAD, *block], end_stream=True)
         except _TRANSPORT_ERRORS as exc:
             log.debug("status of %s not sent: %r", self.method, exc)
 
@@ -567,18 +596,41 @@ class _Requests:
                 return None
             while True:
                 chunk = await self._stream.receive_some()  # a checkpoint
-                if chunk:
-                    self._messages = self._decoder.feed(chunk)  # all taken: replaced
-                    self._taken = 0
-                    if self._messages:
-                        break
-                elif self._decoder.pending:
-                    raise RpcError(StatusCode.INTERNAL, "the request ended inside a message")
-                else:
-                    self._ended = True
+                if self._fed(chunk):
+                    break
+                if self._ended:
                     return None
         else:
             await trio.lowlevel.checkpoint()
+        return self._pop()
+
+    def next_payload_nowait(self) -> bytes | None:
+        """``next_payload`` from what the stream has already received, without a
+        checkpoint; raises trio.WouldBlock (nothing lost: bytes read so far stay in
+        the decoder) if the next message, or the end, has not arrived."""
+        if self._taken == len(self._messages):
+            if self._ended:
+                return None
+            while True:
+                if self._fed(self._stream.receive_some_nowait()):
+                    break
+                if self._ended:
+                    return None
+        return self._pop()
+
+    def _fed(self, chunk: bytes) -> bool:
+        """Decode a chunk read (``b""``: the end); True if it completed messages."""
+        if chunk:
+            self._messages = self._decoder.feed(chunk)  # all taken: replaced
+            self._taken = 0
+            return bool(self._messages)
+        if self._decoder.pending:
+            raise RpcError(StatusCode.INTERNAL, "the request ended inside a message")
+        self._ended = True
+        return False
+
+    def _pop(self) -> bytes:
+        """The next decoded message's payload (decompressed); there is one."""
         messages = self._messages
         taken = self._taken
         compressed, payload = messages[taken]
@@ -596,11 +648,29 @@ class _Requests:
         return payload
 
     async def single(self) -> Any:
-        """The one request of a unary-request call (INTERNAL for none or several)."""
-        payload = await self.next_payload()
+        """The one request of a unary-request call (INTERNAL for none or several).
+
+        Checkpoint: always; once when the whole request has arrived (it usually
+        comes in one read with its headers): each schedule point is a trip of every
+        call in flight through trio's scheduler, and keeps their objects alive
+        meanwhile (``docs/grpc.md``, "Latency and the cyclic collector").
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        first = False
+        try:
+            payload = self.next_payload_nowait()
+            first = True
+            more = None if payload is None else self.next_payload_nowait()
+        except trio.WouldBlock:
+            # The rest is on its way: read it as it comes (each read a checkpoint).
+            if not first:
+                payload = await self.next_payload()
+            more = None if payload is None else await self.next_payload()
+        else:
+            await trio.lowlevel.cancel_shielded_checkpoint()
         if payload is None:
             raise RpcError(StatusCode.INTERNAL, "the client sent no request message")
-        if await self.next_payload() is not None:
+        if more is not None:
             raise RpcError(StatusCode.INTERNAL, "the client sent more than one request message")
         return self._deserialize(payload)
 
@@ -831,6 +901,7 @@ class Server:
             encoding = None
         code, details, trailing = StatusCode.OK, "", NO_METADATA
         status_details: bytes | None = None
+        unary = False  # the unary path went through: its status goes out without a wait
         # No deadline, no scope: one that could never fire costs a cancel status per
         # call (the transport's own scope still cancels the handler when the client
         # resets the stream).
@@ -852,7 +923,13 @@ class Server:
                     request = await self._requests(stream, encoding, method, context).single()
                     response = await method.handler(request, context)
                     if context._code is None or context._code is StatusCode.OK:
-                        await context.write(response)
+                        # Queued with the status below in this one step, no schedule
+                        # point (single() checkpointed): see single().
+                        try:
+                            context._write_nowait(response)
+                        except trio.WouldBlock:
+                            await context.write(response)  # waits for write quota
+                    unary = True
                 else:
                     requests = self._requests(stream, encoding, method, context)
                     await _dispatch(method, requests, context)
@@ -885,7 +962,10 @@ class Server:
             # RpcError(status_details=...) without the key in its trailing metadata.
             pairs = [(k, v) for k, v in trailing if k != STATUS_DETAILS_KEY]
             trailing = Metadata([*pairs, (STATUS_DETAILS_KEY, status_details)])
-        await context._send_status(code, details, trailing)
+        if unary:
+            context._send_status_nowait(code, details, trailing)
+        else:
+            await context._send_status(code, details, trailing)
 
 
 def _stream_gone(stream: H2Stream) -> bool:
