@@ -240,7 +240,7 @@ async def test_cancel_send_data_fast_path() -> None:
 async def test_cancel_send_data_waiting_for_write_quota() -> None:
     """send_data cancelled while it waits for write quota queued nothing."""
     gates = Gates()
-    big = bytes(200_000)  # admitted at once; leaves the quota negative
+    big = bytes(FIXED.write_quota + 100_000)  # admitted at once; leaves the quota negative
     with trio.fail_after(20):
         async with (
             connected_pair(make_handler(gates), server_config=FIXED) as (conn, _),

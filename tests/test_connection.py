@@ -433,17 +433,18 @@ async def test_no_task_outlives_the_connection() -> None:
 async def test_send_data_blocks_once_write_quota_is_queued() -> None:
     """With no window granted, send_data blocks after write_quota bytes; a window unblocks it."""
     chunk = pattern(16_384)
-    total = 10 * len(chunk)
+    quota = TransportConfig().write_quota
+    writes = quota // len(chunk) + 4  # four writes more than the quota admits
+    total = writes * len(chunk)
     settings = {SettingCodes.INITIAL_WINDOW_SIZE: 0}
     with trio.fail_after(5):
         async with open_peer_server(settings=settings) as (conn, peer):
-            quota = TransportConfig().write_quota
             queued = 0
             async with conn.open_stream(REQUEST) as s, trio.open_nursery() as nursery:
 
                 async def producer() -> None:
                     nonlocal queued
-                    for _ in range(10):
+                    for _ in range(writes):
                         await s.send_data(chunk)
                         queued += len(chunk)
                     await s.end()
@@ -462,7 +463,7 @@ async def test_send_data_blocks_once_write_quota_is_queued() -> None:
                 assert ended.stream_id == 1
             assert queued == total
             body = b"".join(ev.data for ev in peer.events if isinstance(ev, h2.events.DataReceived))
-            assert body == chunk * 10
+            assert body == chunk * writes
 
 
 @pytest.mark.parametrize(

@@ -683,3 +683,26 @@ async def test_fault_in_the_first_bytes_sniff_is_named_as_such(
     with trio.fail_after(5):
         await serve_connection(_RaisingStream(), handler)
     assert_one_fault_logged(caplog, RuntimeError, "the first-bytes sniff")
+
+
+async def test_a_read_on_a_socket_closed_meanwhile_is_a_closed_resource() -> None:
+    """The reader's read on a trio socket another task closed while the reader held no
+    buffer (it waits for readability first) raises ClosedResourceError, not the
+    ValueError trio's wait_readable gives for a file descriptor of -1 (a fault)."""
+    from trio_h2t._h2state import make_h2_state
+    from trio_h2t._reader import _buffer_reader
+
+    a, b = socket.socketpair()
+    with b:
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(a))
+        state = make_h2_state(
+            client_side=True,
+            max_concurrent_streams=100,
+            initial_window_size=65_535,
+            max_header_list_size=65_536,
+        )
+        read = _buffer_reader(stream, state)
+        assert state.incoming_buffer.idle
+        stream.socket.close()
+        with pytest.raises(trio.ClosedResourceError):
+            await read()

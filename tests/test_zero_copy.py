@@ -218,6 +218,21 @@ async def test_send_vectored_writes_every_piece_in_order_across_partial_writes(
     assert bytes(got) == expected
 
 
+@pytest.mark.parametrize("sent", [0, 1, 3, 4, 9])
+async def test_send_vectored_goes_on_after_what_the_caller_wrote(sent: int) -> None:
+    """``sent`` bytes already written by the caller's own sendmsg (loopy's flush
+    tries one first): send_vectored writes the rest, from inside a piece too."""
+    pieces: list[bytes | bytearray | memoryview] = [b"abc", bytearray(b""), b"defg", b"hi"]
+    joined = b"abcdefghi"
+    a, b = _socketpair()
+    got = bytearray()
+    with a, b:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_drain, b, got, len(joined) - sent)
+            await send_vectored(a, pieces, sent)
+    assert bytes(got) == joined[sent:]
+
+
 async def test_send_vectored_errors_are_send_alls() -> None:
     """After send_eof: ClosedResourceError; a peer gone: BrokenResourceError."""
     a, b = _socketpair()
@@ -269,10 +284,20 @@ async def test_bodies_cross_a_real_socket_whole_and_in_order(
     got: list[bytes] = [b""] * len(bodies)
     vectored = 0
 
-    async def counting(sock: Any, chunks: Any) -> None:
+    async def counting(sock: Any, chunks: Any, sent: int = 0) -> None:
         nonlocal vectored
         vectored += 1
-        await send_vectored(sock, chunks)
+        await send_vectored(sock, chunks, sent)
+
+    class CountingSocket:
+        # Loopy's flush tries one sendmsg on the stdlib socket itself first.
+        def __init__(self, raw: Any) -> None:
+            self.raw = raw
+
+        def sendmsg(self, chunks: Any) -> int:
+            nonlocal vectored
+            vectored += 1
+            return int(self.raw.sendmsg(chunks))
 
     monkeypatch.setattr(trio_h2t._loopy, "send_vectored", counting)
     with trio.fail_after(60):
@@ -282,6 +307,9 @@ async def test_bodies_cross_a_real_socket_whole_and_in_order(
         ):
             loopy = conn._core.loopy
             assert (loopy._sock is None) is tls
+            assert (loopy._raw is None) is tls
+            if loopy._raw is not None:
+                loopy._raw = CountingSocket(loopy._raw)  # type: ignore[assignment]
 
             async def one(i: int) -> None:
                 response = await conn.request("POST", "/", body=bodies[i])

@@ -78,9 +78,14 @@ class TransportConfig:
     window_update_ratio: float = 0.25
     #: SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce (h2's default, 64 KiB).
     max_header_list_size: int = 65_536
-    #: Bytes a stream may queue ahead of flow control before send_data waits
-    #: (grpc-go's ``defaultWriteQuota``). May go negative: one big write is admitted.
-    write_quota: int = 64 * 1024
+    #: Bytes a stream may queue ahead of flow control before send_data waits. May go
+    #: negative: one big write is admitted. 256 KiB, four times grpc-go's
+    #: ``defaultWriteQuota``: at 64 KiB a producer of 64 KiB writes waited for loopy
+    #: after every write (two trips through trio's scheduler per write instead of
+    #: one), and one stream moved 20-25 % fewer bytes per second (docs/flow-control.md,
+    #: "Write quota"; benchmarks/README.md). The bytes it bounds are the caller's own
+    #: buffers, referenced, not copied.
+    write_quota: int = 256 * 1024
     #: Bytes of the reader's buffer (grpc-go's ReadBufferSize: 32 KiB), which frames
     #: are parsed in; it grows to four frames for frames that do not fit (at most two
     #: buffers while DATA views wait; docs/architecture.md). The buffer is held only

@@ -118,12 +118,13 @@ _H2_CLOSED = ConnectionState.CLOSED
 
 
 async def send_vectored(
-    sock: trio.socket.SocketType, chunks: list[bytes | bytearray | memoryview]
+    sock: trio.socket.SocketType, chunks: list[bytes | bytearray | memoryview], sent: int = 0
 ) -> None:
     """``trio.SocketStream.send_all`` of the pieces joined, as ``sendmsg`` calls.
 
     At most ``_IOV_MAX`` pieces a call; a partial write goes on from where it
     stopped (the piece it cut is replaced in ``chunks`` by a view of its rest).
+    ``sent``: bytes of ``chunks`` the caller's own ``sendmsg`` wrote already.
     Errors as ``send_all``'s: ClosedResourceError after ``send_eof`` or on a closed
     socket, BrokenResourceError for other OS errors. The caller is the socket's only
     writer (loopy).
@@ -134,8 +135,9 @@ async def send_vectored(
     one per item (``ControlBuffer.get``).
 
     Checkpoint: only while the socket is full; as trio's ``sendmsg``, a cancelled
-    task raises Cancelled before its first write. On cancellation: part of the pieces
-    may have been written (none if it was cancelled before the call). Errors and a
+    task raises Cancelled before it writes (loopy's flush may have written ``sent``
+    bytes itself before the call). On cancellation: part of the pieces may have been
+    written (none by this call if it was cancelled before it). Errors and a
     closed socket as trio's wrappers (``_sockopts.py``).
     """
     await trio.lowlevel.checkpoint_if_cancelled()  # as trio's send: none once cancelled
@@ -146,17 +148,6 @@ async def send_vectored(
     first = 0
     try:
         while True:
-            pieces = (
-                chunks if first == 0 and count <= _IOV_MAX else chunks[first : first + _IOV_MAX]
-            )
-            if raw is None:
-                sent = await sock.sendmsg(pieces)
-            else:
-                try:
-                    sent = raw.sendmsg(pieces)
-                except BlockingIOError:
-                    await wait_writable(sock)
-                    continue
             while first < count:
                 n = len(chunks[first])
                 if sent < n:
@@ -167,6 +158,17 @@ async def send_vectored(
                 return
             if sent:
                 chunks[first] = memoryview(chunks[first])[sent:]
+            pieces = (
+                chunks if first == 0 and count <= _IOV_MAX else chunks[first : first + _IOV_MAX]
+            )
+            if raw is None:
+                sent = await sock.sendmsg(pieces)
+            else:
+                try:
+                    sent = raw.sendmsg(pieces)
+                except BlockingIOError:
+                    await wait_writable(sock)
+                    sent = 0
     except OSError as exc:
         err = stream_error(exc)
         raise err from err.__cause__
@@ -273,6 +275,8 @@ class Loopy:
         self._sock: trio.socket.SocketType | None = (
             sock if sock is not None and hasattr(sock, "sendmsg") else None
         )
+        # The stdlib socket under it (None without one): a flush's first sendmsg.
+        self._raw = stdlib_socket(self._sock) if self._sock is not None else None
         self._frames = 0
         self._data_frames = 0
         # HEADERS blocks written (with _data_frames: the server's ping policy,
@@ -461,7 +465,19 @@ class Loopy:
             if len(chunks) == 1:
                 await self._transport.send_all(chunks[0])
             elif self._sock is not None:
-                await send_vectored(self._sock, chunks)
+                # The usual flush: one sendmsg takes it all, without a coroutine;
+                # send_vectored writes what is left, waits while the socket is
+                # full, and raises send_all's errors (an OSError here wrote
+                # nothing: its own sendmsg meets it again).
+                sent = 0
+                raw = self._raw
+                if raw is not None and len(chunks) <= _IOV_MAX:
+                    try:
+                        sent = raw.sendmsg(chunks)
+                    except OSError:
+                        sent = 0
+                if sent != size:
+                    await send_vectored(self._sock, chunks, sent)
             else:
                 await self._transport.send_all(b"".join(chunks))
         except Exception:  # resource errors, or a broken Stream wrapper's own
@@ -763,13 +779,21 @@ class Loopy:
                 out.state = OUT_CONN_WAITING
                 self._conn_waiting.append(stream)
                 return True
-            try:
-                window = h2.local_flow_control_window(sid)
-            except (StreamClosedError, KeyError, ProtocolError):
-                active.popleft()
-                out.state = OUT_EMPTY
-                self._drop_output(stream)
-                return True
+            # h2's local_flow_control_window (the smaller of the two windows) inline
+            # for a stream h2 holds; any other takes h2's call, and its error.
+            h2_stream = h2.streams.get(sid)
+            if h2_stream is not None:
+                window = h2_stream.outbound_flow_control_window
+                if h2.outbound_flow_control_window < window:
+                    window = h2.outbound_flow_control_window
+            else:
+                try:
+                    window = h2.local_flow_control_window(sid)
+                except (StreamClosedError, KeyError, ProtocolError):
+                    active.popleft()
+                    out.state = OUT_EMPTY
+                    self._drop_output(stream)
+                    return True
             if window <= 0:
                 active.popleft()
                 out.state = OUT_WAITING

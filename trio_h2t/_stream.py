@@ -452,7 +452,10 @@ class H2Stream(metaclass=NoPublicConstructor):
             TypeError, ValueError: ``max_bytes`` is not None or an int >= 1 (checked
                 first, whatever the stream's state; nothing is consumed).
         """
-        if max_bytes is not None and _check_int(max_bytes, "max_bytes") < 1:
+        # ``type(x) is int`` first: the check costs no call for the usual int.
+        if max_bytes is not None and (
+            (max_bytes if type(max_bytes) is int else _check_int(max_bytes, "max_bytes")) < 1
+        ):
             raise ValueError(f"max_bytes must be >= 1, not {max_bytes}")
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._continue_pending:
@@ -727,7 +730,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         queued ahead of flow control); returns before the bytes reach the socket.
         The caller must not mutate ``data`` afterwards: loopy writes the caller's
         buffer itself, without a copy, until it is flushed (a ``bytearray`` resized
-        in that time raises BufferError). A memoryview is sent as its raw bytes,
+        in that time raises BufferError), which may be after this stream's next
+        writes (``write_quota`` bytes may wait in its queue): to reuse a buffer,
+        pass ``bytes(buffer)``. A memoryview is sent as its raw bytes,
         whatever its format, shape or strides.
 
         Checkpoint: always. On cancellation: nothing was queued.
@@ -743,8 +748,13 @@ class H2Stream(metaclass=NoPublicConstructor):
                 to HEAD or a 204/304 response; nothing was queued, and the stream
                 can still send what its headers allow.
         """
-        _check_payload(data)
-        _check_bool(end_stream, "end_stream")
+        # The checks of the usual case inline (bytes or a memoryview, a bool, a
+        # stream that can send): no call each (bulk.py: one send_data per 64 KiB).
+        kind = type(data)
+        if kind is not bytes and kind is not memoryview:
+            _check_payload(data)
+        if end_stream is not False and end_stream is not True:
+            _check_bool(end_stream, "end_stream")
         await trio.lowlevel.checkpoint_if_cancelled()
         parked = False
         while self._write_quota <= 0:
@@ -772,8 +782,11 @@ class H2Stream(metaclass=NoPublicConstructor):
             StreamResetError, trio.ClosedResourceError, trio.BrokenResourceError,
             TypeError, ValueError: as :meth:`send_data`; nothing was queued.
         """
-        _check_payload(data)
-        _check_bool(end_stream, "end_stream")
+        kind = type(data)
+        if kind is not bytes and kind is not memoryview:
+            _check_payload(data)
+        if end_stream is not False and end_stream is not True:
+            _check_bool(end_stream, "end_stream")
         self._check_can_send()
         if self._write_quota <= 0:
             raise trio.WouldBlock
@@ -781,7 +794,8 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     def _queue_data(self, data: bytes | bytearray | memoryview, end_stream: bool) -> None:
         """Queue ``data`` for loopy (``send_data`` once there is write quota)."""
-        self._check_can_send()
+        if self._error is not None or self._end_queued:  # inline: no call as a rule
+            self._check_can_send()
         if not self._headers_sent:
             raise RuntimeError("send_headers() must come before send_data()")
         if isinstance(data, memoryview) and (
