@@ -12,6 +12,7 @@ every payload view still held must read as sent.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import random
 from typing import Any
@@ -34,6 +35,7 @@ from hyperframe.frame import (
 from hypothesis import given, settings, strategies as st
 
 import trio_h2t
+from trio_h2t import _client, _reader
 from trio_h2t._h2state import H2State, make_h2_state
 from trio_h2t._reader import _buffer_reader
 
@@ -499,3 +501,59 @@ async def test_read_on_a_socket_closed_before_it_is_closed_resource(speed_layer:
         left.close()
         with pytest.raises(trio.ClosedResourceError):
             await read()
+
+
+async def test_finished_streams_are_not_kept_for_their_views(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reader's record of streams handed views of the frame buffer forgets the
+    ones that have read them: hundreds of small responses fit in one buffer, and a
+    finished stream held until the buffer is reused lived long enough to be
+    promoted by the garbage collector (``Reader._prune_holders``)."""
+    readers: list[_reader.Reader] = []
+
+    class Recorded(_reader.Reader):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            readers.append(self)
+
+    monkeypatch.setattr(_client, "Reader", Recorded)
+
+    async def handler(stream: trio_h2t.H2Stream) -> None:
+        await stream.receive_headers()
+        await stream.send_headers([(b":status", b"200")])
+        await stream.send_data(b"x" * 100, end_stream=True)
+
+    calls, callers = 2000, 10
+    most = 0
+    gc.disable()
+    try:
+        with trio.fail_after(30):
+            async with (
+                trio_h2t.open_server(handler, 0, host="127.0.0.1") as server,
+                trio_h2t.open_connection("127.0.0.1", server.port) as conn,
+            ):
+                (reader,) = readers
+
+                async def caller() -> None:
+                    nonlocal most
+                    for _ in range(calls // callers):
+                        async with conn.open_stream(
+                            conn.request_headers("GET", "/"), end_stream=True
+                        ) as stream:
+                            await stream.receive_headers()
+                            assert await stream.receive_some() == b"x" * 100
+                            assert await stream.receive_some() == b""
+                        most = max(most, len(reader._holders))
+
+                async with trio.open_nursery() as nursery:
+                    for _ in range(callers):
+                        nursery.start_soon(caller)
+                kept = sum(type(o) is trio_h2t.H2Stream for o in gc.get_objects())
+    finally:
+        gc.enable()
+    # With 10 callers at most 10 holders still queue views, so the record is
+    # pruned before it passes _MIN_PRUNE. Without pruning it held hundreds of
+    # finished streams here (up to a buffer's worth of responses, in each buffer).
+    assert most <= _reader._MIN_PRUNE
+    assert kept <= _reader._MIN_PRUNE + callers

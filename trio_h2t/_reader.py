@@ -182,6 +182,10 @@ def _buffer_reader(
     return read
 
 
+# The fewest holders ``Reader._prune_holders`` looks through.
+_MIN_PRUNE = 32
+
+
 def _views_live(buf: bytearray, holders: set[H2Stream]) -> bool:
     """Whether a stream in ``holders`` still queues a view of ``buf``."""
     return any(stream._holds_view(buf) for stream in holders)
@@ -211,6 +215,8 @@ class Reader:
         # owner: reader: the streams handed views of the frame buffer since it was
         # last reused (``_reuse_buffer``).
         self._holders: set[H2Stream] = set()
+        # owner: reader: the size of ``_holders`` at which ``_prune_holders`` runs.
+        self._prune_at = _MIN_PRUNE
         # owner: reader: the frame buffer's other buffer (``_reuse_buffer``), None
         # until one is needed.
         self._spare: bytearray | None = None
@@ -337,6 +343,20 @@ class Reader:
                 if small and not state.input_pending:
                     buffer.release()
 
+    def _prune_holders(self, holders: set[H2Stream], buf: object) -> None:
+        """Forget the holders that no longer queue a view of ``buf``.
+
+        A 16 KiB frame buffer carries hundreds of small messages before it is
+        reused, and a finished stream held here would live until then: long enough
+        for the garbage collector to promote it, and all it refers to, to an older
+        generation (benchmarks/README.md, "What keeps the client's objects
+        alive"). Run when the set has doubled since the last pruning, so the cost
+        is constant per view handed out.
+        """
+        assert isinstance(buf, bytearray)
+        holders.difference_update([s for s in holders if not s._holds_view(buf)])
+        self._prune_at = max(_MIN_PRUNE, 2 * len(holders))
+
     def _reuse_buffer(self, buf: bytearray) -> bytearray | None:
         """The frame buffer's ``on_reuse``: ``buf`` is about to be overwritten.
 
@@ -348,6 +368,7 @@ class Reader:
         when its application falls more than a buffer behind.
         """
         holders = self._holders
+        self._prune_at = _MIN_PRUNE
         if not _views_live(buf, holders):
             holders.clear()
             return None
@@ -376,6 +397,7 @@ class Reader:
             stream._detach(buf)
         self._holders.clear()
         self._spare_holders.clear()
+        self._prune_at = _MIN_PRUNE
         self._spare = None
 
     def _on_eof(self) -> None:
@@ -426,7 +448,10 @@ class Reader:
                                 # now, once (receive_some returns these bytes).
                                 data = data.tobytes()
                             else:
-                                self._holders.add(stream)
+                                holders = self._holders
+                                if len(holders) >= self._prune_at:
+                                    self._prune_holders(holders, data.obj)
+                                holders.add(stream)
                         stream._on_data(data, n)
                     if not n and ev.stream_ended is None:
                         self._flood("empty_data")  # RFC 9113 allows it; costs us a frame
