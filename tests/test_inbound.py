@@ -335,6 +335,36 @@ def test_a_wrap_moves_only_a_frame_header_once_frames_are_known() -> None:
     assert max(moved) <= 9
 
 
+def test_small_frames_are_read_a_buffer_at_a_time() -> None:
+    """Small frames with plenty waiting on the socket are read in reads as large as
+    the buffer allows: near the buffer's end a read used to stop at each next
+    frame's header until a frame no longer fit (one read per frame for the last
+    16 KiB of every buffer; with 1000 unary calls in flight, most reads on both
+    sides were of one 40-byte frame)."""
+    state = _ours(True)
+    state.data_to_send()
+    _, steps = _wire([])
+    feeder = _Feeder(state, in_place=True)
+    _run([feeder], steps, [])
+    state.increment_flow_control_window(2**30)
+    state.increment_flow_control_window(2**30, stream_id=1)
+    buffer = state.incoming_buffer
+    frame = DataFrame(1, b"x" * 31).serialize()  # 40 bytes
+    wire = frame * 20_000  # 800,000 bytes: twelve 64 KiB buffers
+    pos = reads = 0
+    while pos < len(wire):
+        target = buffer.read_target()
+        n = min(len(target), len(wire) - pos)
+        target[:n] = wire[pos : pos + n]
+        state.commit_read(n)
+        pos += n
+        reads += 1
+        state.receive_data(b"")
+    # At most two reads per buffer's worth (a 64 KiB buffer less room for a 16 KiB
+    # frame: one read to that mark, one to the frame it cuts); 4,933 before.
+    assert reads <= 2 * (len(wire) // (buffer.read_size - 16_393) + 1)
+
+
 # ------------------------------------------------------------ receive_into
 
 

@@ -369,7 +369,12 @@ class FixedFrameBuffer(FrameBuffer):
             length = buf[start] << 16 | buf[start + 1] << 8 | buf[start + 2]
             if length <= self.max_frame_size:  # (else __next__ has refused it)
                 need += length
-        if need > cap or (start == end and cap - end < self._slack):
+        # Wrap when the frame being read does not fit, or when what is left after
+        # its start is less than a frame while no more than its header is read:
+        # moving at most 9 bytes now lets the next read fill the buffer, where
+        # going on would end every read at the next frame's header (one read per
+        # frame until one no longer fit: hundreds of reads of small frames).
+        if need > cap or (start and end - start <= 9 and cap - start < self._slack):
             need = self._wrap(need - start)
             buf = self._buf
             assert buf is not None
