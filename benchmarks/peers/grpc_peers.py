@@ -32,8 +32,9 @@ and creates nothing). Without it purerpc is skipped with the reason printed.
 
 The roles ``serve`` and ``client`` are this same file run as a subprocess; they
 import only what their implementation needs (purerpc's interpreter has no trio_h2t
-dependencies beyond trio). ``--profile FILE`` (trio_h2t only) runs the server under
-cProfile and dumps its statistics when the run ends.
+dependencies beyond trio). ``--profile FILE`` (trio_h2t only) runs the last round's server
+and client under cProfile and dumps their statistics when the run ends
+(``FILE.PRESET`` and ``FILE.PRESET.client``).
 
 ``--gc-freeze`` applies the same thing to every implementation's server and client
 process alike: ``gc.collect()`` then ``gc.freeze()`` once started (the server
@@ -479,7 +480,16 @@ def run_client(args: argparse.Namespace) -> None:
     if args.impl in TRIO_IMPLS:
         import trio
 
-        result = trio.run(trio_client, args, preset)
+        if args.profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+            result = trio.run(trio_client, args, preset)
+            profiler.disable()
+            profiler.dump_stats(args.profile)
+        else:
+            result = trio.run(trio_client, args, preset)
     else:
         import asyncio  # noqa: TID251 - the asyncio peers
 
@@ -728,6 +738,7 @@ def run_one(
         client_cmd = [python, me, "client", *common, "--port", port, "--preset", preset_name]
         client_cmd += ["--duration", str(duration), "--warmup", str(warmup)]
         client_cmd += ["--min-calls", str(min_calls)]
+        client_cmd += ["--profile", profile + ".client"] if profile else []
         client = subprocess.Popen(client_cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
         assert client.stdout is not None
         cpu0 = cpu1 = math.nan
@@ -811,7 +822,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--purerpc-python", help="an interpreter with purerpc installed")
     parser.add_argument("--plot", default="grpc_peers.png", help="PNG file ('' for none)")
     parser.add_argument("--json", help="write every run's result to this file")
-    parser.add_argument("--profile", help="cProfile the trio_h2t server of the last round")
+    parser.add_argument(
+        "--profile",
+        help="cProfile the trio_h2t server (FILE.PRESET) and client (FILE.PRESET.client) "
+        "of the last round",
+    )
     parser.add_argument(
         "--gc-freeze",
         action="store_true",
