@@ -127,10 +127,6 @@ ATTRIBUTES = {
 #: Private names our layers introduce; none may collide with a name h2 or hpack defines.
 OURS = {
     "_MAX_SLOTS",
-    "_apart_frame",
-    "_apart_length",
-    "_parts",
-    "_parts_len",
     "_block_size",
     "_buf",
     "_check_preamble",

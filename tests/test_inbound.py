@@ -16,7 +16,6 @@ import gc
 import itertools
 import random
 from typing import Any
-from unittest import mock
 
 import h2.config
 import h2.connection
@@ -36,7 +35,7 @@ from hyperframe.frame import (
 from hypothesis import given, settings, strategies as st
 
 import trio_h2t
-from trio_h2t import _client, _h2fixes, _reader
+from trio_h2t import _client, _reader
 from trio_h2t._h2state import H2State, make_h2_state
 from trio_h2t._reader import _buffer_reader
 
@@ -164,9 +163,7 @@ def _state(conn: Any) -> Any:
 class _Feeder:
     """Feeds one of the connections, recording what it says after each step."""
 
-    def __init__(
-        self, conn: Any, *, in_place: bool = False, apart: bool = False, seed: int = 0
-    ) -> None:
+    def __init__(self, conn: Any, *, in_place: bool = False, seed: int = 0) -> None:
         self.conn = conn
         self.in_place = in_place
         self.rng = random.Random(seed)
@@ -179,9 +176,6 @@ class _Feeder:
             buffer.views = True
             buffer.on_reuse = self._reuse
             buffer.on_release = self._reuse
-            # Large payloads read apart, as from a socket; reads end at frame
-            # headers from the start (as after the first large DATA frame).
-            buffer.apart = buffer.exact = apart
 
     def _reuse(self, buf: bytearray) -> None:
         # What the reader's streams do: views of ``buf`` still held become copies,
@@ -210,17 +204,11 @@ class _Feeder:
                 buffer = self.conn.incoming_buffer
                 pos = 0
                 while pos < len(data):
-                    size = buffer.payload_to_read()
-                    if size:  # what the reader's read does on a socket
-                        n = min(size, len(data) - pos, self.rng.randint(1, 40_000))
-                        self.conn.commit_payload(data[pos : pos + n])
-                        pos += n
-                    else:
-                        target = buffer.read_target()
-                        n = min(len(target), len(data) - pos, self.rng.randint(1, 40_000))
-                        target[:n] = data[pos : pos + n]
-                        self.conn.commit_read(n)
-                        pos += n
+                    target = buffer.read_target()
+                    n = min(len(target), len(data) - pos, self.rng.randint(1, 40_000))
+                    target[:n] = data[pos : pos + n]
+                    self.conn.commit_read(n)
+                    pos += n
                     self._take(self.conn.receive_data(b""), events)
                     if self.rng.random() < 0.3:  # the application read what it got
                         self.held.clear()
@@ -266,9 +254,8 @@ def _run(feeders: list[_Feeder], steps: list[Any], cuts: list[int]) -> None:
 @given(ops=st.lists(_op, max_size=40), cuts=st.lists(st.integers(0, 10**6), max_size=6))
 @settings(max_examples=150)
 def test_in_place_parsing_keeps_h2_exactly(ops: list[Any], cuts: list[int]) -> None:
-    """Stock h2 and ours (both layers; receive_data, reads into the buffer, and
-    reads with payloads of 100 bytes or more read apart) give the same events,
-    errors, windows, stream states and bytes on random frames."""
+    """Stock h2 and ours (both layers; receive_data and reads into the buffer) give
+    the same events, errors, windows, stream states and bytes on random frames."""
     _, steps = _wire(ops)
     feeders = [
         _Feeder(_stock()),
@@ -276,14 +263,10 @@ def test_in_place_parsing_keeps_h2_exactly(ops: list[Any], cuts: list[int]) -> N
         _Feeder(_ours(True)),
         _Feeder(_ours(False), in_place=True, seed=len(ops)),
         _Feeder(_ours(True), in_place=True, seed=len(cuts)),
-        _Feeder(_ours(False), in_place=True, apart=True, seed=len(ops) + 1),
-        _Feeder(_ours(True), in_place=True, apart=True, seed=len(cuts) + 1),
     ]
     for f in feeders:
         f.conn.data_to_send()
-    # The payloads here are at most 3000 bytes: read apart from 100.
-    with mock.patch.object(_h2fixes, "APART_MIN", 100):
-        _run(feeders, steps, cuts)
+    _run(feeders, steps, cuts)
     reference = feeders[0].log
     for f in feeders[1:]:
         assert f.log == reference
@@ -293,22 +276,18 @@ def test_in_place_parsing_keeps_h2_exactly(ops: list[Any], cuts: list[int]) -> N
 @given(
     sizes=st.lists(st.integers(1, 70_000), min_size=1, max_size=30),
     seed=st.integers(0, 2**16),
-    apart=st.booleans(),
 )
 @settings(max_examples=40)
-def test_reads_into_the_buffer_keep_every_view_until_reuse(
-    sizes: list[int], seed: int, apart: bool
-) -> None:
+def test_reads_into_the_buffer_keep_every_view_until_reuse(sizes: list[int], seed: int) -> None:
     """DATA frames of random sizes (up to 70 KB: the buffer grows for them), read in
     random pieces: each payload reaches the stream as a view that reads as sent
-    until the buffer calls on_reuse for it, which a wrap does first (or, read
-    apart, as bytes of its own)."""
+    until the buffer calls on_reuse for it, which a wrap does first."""
     _, steps = _wire([])
     state = _ours(True)
     state.max_inbound_frame_size = 2**20
     state.incoming_buffer.max_frame_size = 2**20
     state.data_to_send()
-    feeder = _Feeder(state, in_place=True, apart=apart, seed=seed)
+    feeder = _Feeder(state, in_place=True, seed=seed)
     _run([feeder], steps, [])
     state.increment_flow_control_window(2**30)
     for sid in STREAMS:
@@ -608,47 +587,3 @@ async def test_finished_streams_are_not_kept_for_their_views(
     # finished streams here (up to a buffer's worth of responses, in each buffer).
     assert most <= _reader._MIN_PRUNE
     assert kept <= _reader._MIN_PRUNE + callers
-
-
-async def test_large_payloads_reach_the_application_as_read(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Over a socket, DATA payloads of APART_MIN bytes or more are read apart into
-    bytes of their own, which receive_some returns as they are: no copy in user
-    space (the one copy per byte, from the frame buffer, is gone for them)."""
-    apart: list[bytes | memoryview] = []
-    make = _h2fixes.FixedFrameBuffer._apart_frame
-
-    def recorded(self: Any, flags: int, sid: int, length: int) -> Any:
-        frame = make(self, flags, sid, length)
-        apart.append(frame.data)
-        return frame
-
-    monkeypatch.setattr(_h2fixes.FixedFrameBuffer, "_apart_frame", recorded)
-    chunk, count = 65_536, 64
-    body = random.Random(1).randbytes(chunk * count)
-
-    async def handler(stream: trio_h2t.H2Stream) -> None:
-        await stream.receive_headers()
-        await stream.send_headers([(b":status", b"200")])
-        for i in range(count):
-            await stream.send_data(memoryview(body)[i * chunk : (i + 1) * chunk])
-        await stream.end()
-
-    got: list[bytes] = []
-    with trio.fail_after(30):
-        async with (
-            trio_h2t.open_server(handler, 0, host="127.0.0.1") as server,
-            trio_h2t.open_connection("127.0.0.1", server.port) as conn,
-            conn.open_stream(conn.request_headers("GET", "/"), end_stream=True) as stream,
-        ):
-            await stream.receive_headers()
-            while data := await stream.receive_some(chunk):
-                got.append(data)
-    assert b"".join(got) == body
-    assert all(type(data) is bytes for data in got)
-    # Every frame after the first large one is read apart (until then reads are
-    # not cut at frame headers), and its payload is what receive_some returned.
-    assert len(apart) >= count - 4
-    returned = {id(data) for data in got}
-    assert all(id(payload) in returned for payload in apart)

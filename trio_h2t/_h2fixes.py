@@ -246,14 +246,6 @@ _DATA_FLAGS = {
     0x9: frozenset({"END_STREAM", "PADDED"}),
 }
 
-#: A DATA payload of at least this many bytes, not padded, of which no byte is in the
-#: frame buffer yet, is read into a ``bytes`` object of its own when the buffer's
-#: ``apart`` is set (``FixedFrameBuffer.payload_to_read``): what ``receive_some``
-#: then returns, with no copy in user space. Below it a copy costs less than the
-#: reads it takes to keep the payload apart (the frame's header, then its payload);
-#: docs/architecture.md, "Copies on the data path".
-APART_MIN = 32_768
-
 
 class FixedFrameBuffer(FrameBuffer):
     """h2's ``frame_buffer.py`` ``FrameBuffer``, with RFC 9113 rules it and hyperframe
@@ -322,19 +314,6 @@ class FixedFrameBuffer(FrameBuffer):
         self.on_reuse: Callable[[bytearray], bytearray | None] | None = None
         #: Called with the buffer before it is dropped (``release``; owner: reader).
         self.on_release: Callable[[bytearray], None] | None = None
-        #: Read large DATA payloads apart, into their own ``bytes`` (owner: reader,
-        #: which sets it for the sockets it reads itself; ``payload_to_read``).
-        self.apart = False
-        # owner: reader: the parts read so far of the payload of the DATA frame whose
-        # header is all that is buffered (_buf[_start:_end], 9 bytes), and their
-        # length. Invariant: non-empty only while that holds; ``payload_to_read``
-        # starts it, ``add_payload`` adds to it, ``__next__`` hands it over.
-        self._parts: list[bytes] = []
-        self._parts_len = 0
-        #: True while reads end at the next frame's header (``read_target``), so
-        #: that a large payload after it can be read apart: the last DATA frame was
-        #: of APART_MIN bytes or more, with ``apart`` set (owner: reader).
-        self.exact = False
         # owner: reader: the bytes read and not yet parsed are _buf[_start:_end]
         # (the frames before _start stay as they were until a wrap); None: no
         # buffer held (``release``).
@@ -395,31 +374,18 @@ class FixedFrameBuffer(FrameBuffer):
         # moving at most 9 bytes now lets the next read fill the buffer, where
         # going on would end every read at the next frame's header (one read per
         # frame until one no longer fit: hundreds of reads of small frames).
-        # (Reads that end at each next frame header, ``exact``, are small: they
-        # need no such room.)
-        if need > cap or (
-            start and end - start <= 9 and cap - start < self._slack and not self.exact
-        ):
+        if need > cap or (start and end - start <= 9 and cap - start < self._slack):
             need = self._wrap(need - start)
             buf = self._buf
             assert buf is not None
-            start = 0
             end = self._end
             cap = len(buf)
-        if self.exact:
-            # Large DATA frames are read apart: read to the end of the frame being
-            # read and the next frame's header (or the rest of this one's header),
-            # no further: a large payload then starts the next read, apart.
-            limit = need + 9 if end - start >= 9 else need
-            if limit > cap:
-                limit = cap
-        else:
-            # Frames whose header this read brings must fit after it, if they are no
-            # longer than any before (``_slack``); the frame being read, and the
-            # next header, are read whatever.
-            limit = cap - self._slack + 9
-            if limit < need + 9:
-                limit = need + 9 if need + 9 < cap else cap
+        # Frames whose header this read brings must fit after it, if they are no
+        # longer than any before (``_slack``); the frame being read, and the next
+        # header, are read whatever.
+        limit = cap - self._slack + 9
+        if limit < need + 9:
+            limit = need + 9 if need + 9 < cap else cap
         if limit <= end:  # complete frames not parsed yet (a caller that reads on)
             if end == cap:
                 self._wrap(cap + 1)
@@ -432,45 +398,6 @@ class FixedFrameBuffer(FrameBuffer):
     def commit(self, n: int) -> None:
         """``n`` bytes were read into the last ``read_target``."""
         self._end += n
-
-    def payload_to_read(self) -> int:
-        """How many payload bytes of the frame being read to read apart, into
-        ``bytes`` objects of their own (``add_payload``), instead of into the buffer;
-        0: read into the buffer (``read_target``).
-
-        Non-zero only with ``apart`` set, for a DATA frame on a stream, not padded,
-        of APART_MIN bytes or more (and no more than our SETTINGS_MAX_FRAME_SIZE),
-        of which the buffer holds the header and nothing more: so that one object
-        is the whole payload, which the stream queues and ``receive_some`` returns
-        as it is. Such a header is the last thing a read brings while ``exact``
-        (``read_target``)."""
-        if self._parts_len:
-            return self._apart_length() - self._parts_len
-        buf = self._buf
-        start = self._start
-        if buf is None or self._end - start != 9 or not self.apart or self._preamble_len:
-            return 0
-        if buf[start + 3] != _DATA or buf[start + 4] & _PADDED or not self._first_checked:
-            return 0
-        if not (buf[start + 5] & 0x7F or buf[start + 6] or buf[start + 7] or buf[start + 8]):
-            return 0  # stream 0: h2's PROTOCOL_ERROR, from the buffer
-        length = self._apart_length()
-        if length < APART_MIN or length > self.max_frame_size:
-            return 0
-        return length
-
-    def _apart_length(self) -> int:
-        # The length of the frame whose header is at _start.
-        buf = self._buf
-        assert buf is not None
-        start = self._start
-        return buf[start] << 16 | buf[start + 1] << 8 | buf[start + 2]
-
-    def add_payload(self, data: bytes) -> None:
-        """``data``, read apart, is the next part of the payload ``payload_to_read``
-        asked for (no more than it said; not empty)."""
-        self._parts.append(data)
-        self._parts_len += len(data)
 
     def _wrap(self, need: int) -> int:
         # Move the unparsed bytes to the start (read_target's docstring): into a new
@@ -599,16 +526,6 @@ class FixedFrameBuffer(FrameBuffer):
                 )
             complete = avail >= 9 + length  # the frame is parsed now
             if kind == _DATA and sid:
-                if self._parts_len:  # its payload was read apart
-                    if self._parts_len < length:
-                        raise StopIteration
-                    apart = self._apart_frame(flags, sid, length)
-                    self._start = start + 9
-                    self.exact = True
-                    if not self._headers_buffer:
-                        return apart
-                    self._update_header_buffer(apart)  # type: ignore[arg-type]  # raises: not a CONTINUATION
-                    continue
                 if not complete:
                     raise StopIteration
                 frame = self._data_frame(data, start, length, flags, sid)
@@ -616,7 +533,6 @@ class FixedFrameBuffer(FrameBuffer):
                     if 9 + length > self._slack:
                         self._slack = 9 + length
                     self._start = start + 9 + length
-                    self.exact = self.apart and length >= APART_MIN
                     if not self._headers_buffer:
                         return frame
                     self._update_header_buffer(frame)  # type: ignore[arg-type]  # raises: not a CONTINUATION
@@ -639,16 +555,6 @@ class FixedFrameBuffer(FrameBuffer):
             frame = self._parse_frame(data, start, length, complete)
             if frame is not None:
                 return frame
-
-    def _apart_frame(self, flags: int, sid: int, length: int) -> InboundData:
-        # The DATA frame whose payload was read apart (``payload_to_read``): one part
-        # is the payload as it is; several (a read that found only some of it on the
-        # socket) are joined, the one copy of those bytes.
-        parts = self._parts
-        payload = parts[0] if len(parts) == 1 else b"".join(parts)
-        self._parts = []
-        self._parts_len = 0
-        return InboundData(sid, _DATA_FLAGS[flags & 0x1], payload, 0, length)
 
     def _data_frame(
         self, data: bytearray, start: int, length: int, flags: int, sid: int
@@ -876,13 +782,6 @@ class FixedConnection(h2.connection.H2Connection):
         next ``receive_data`` (with ``b""``) parses them."""
         self.bytes_received += n
         self.incoming_buffer.commit(n)
-
-    def commit_payload(self, data: bytes) -> None:
-        """``data`` was read apart, as ``incoming_buffer.payload_to_read()`` asked
-        (``add_payload``; nothing if it is empty, the transport's EOF)."""
-        if data:
-            self.bytes_received += len(data)
-            self.incoming_buffer.add_payload(data)
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Copy ``data`` into the frame buffer; the next ``receive_data`` (with

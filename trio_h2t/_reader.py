@@ -154,62 +154,30 @@ def _buffer_reader(
     # (_sockopts.py): no read once cancelled, the same stream errors, and a socket
     # already closed is ClosedResourceError, not a wait on file descriptor -1.
     raw = stdlib_socket(sock)
+    recv_into = raw.recv_into if raw is not None else None
     checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled
-    if raw is None:
-
-        async def read_wrapped() -> int:
-            await checkpoint_if_cancelled()
-            try:
-                if buffer.idle:
-                    await wait_readable(sock)
-                n = await sock.recv_into(buffer.read_target())
-            except OSError as exc:
-                err = stream_error(exc)
-                raise err from err.__cause__
-            state.commit_read(n)
-            return n
-
-        return read_wrapped
-    recv_into = raw.recv_into
-    recv = raw.recv
-    # Large DATA payloads are read apart, each into a bytes object of its own that
-    # the stream hands to the application as it is (FixedFrameBuffer.payload_to_read):
-    # reads then end at frame headers (the buffer's ``exact``), and a read that
-    # brought such a payload's header goes on to read the payload in the same call.
-    buffer.apart = True
 
     async def read() -> int:
         await checkpoint_if_cancelled()
-        n = 0
         try:
             if buffer.idle:
                 await wait_readable(sock)
-            while True:
-                size = buffer.payload_to_read()
-                try:
-                    if size:
-                        data = recv(size)
-                        state.commit_payload(data)
-                        return n + len(data)
-                    if n:
-                        return n
-                    target = buffer.read_target()
-                    size = len(target)
-                    n = recv_into(target)
-                except BlockingIOError:
-                    if n:
-                        return n  # what came first is parsed first
-                    await wait_readable(sock)
-                    continue
-                state.commit_read(n)
-                # A short read emptied the socket (or met EOF: 0 now, or at the next
-                # read); a full one that ended at a frame header may have the
-                # payload behind it.
-                if n < size or not buffer.exact:
-                    return n
+            target = buffer.read_target()
+            if recv_into is None:
+                n = await sock.recv_into(target)
+            else:
+                while True:
+                    try:
+                        n = recv_into(target)
+                    except BlockingIOError:
+                        await wait_readable(sock)
+                    else:
+                        break
         except OSError as exc:
             err = stream_error(exc)
             raise err from err.__cause__
+        state.commit_read(n)
+        return n
 
     return read
 
