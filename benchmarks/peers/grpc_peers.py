@@ -475,21 +475,28 @@ async def asyncio_client(args: argparse.Namespace, preset: Preset) -> dict[str, 
     return summary(window, cpu, wall) | {"gc": census}
 
 
+def run_trio(profile: str | None, main: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    """``trio.run(main, *args)``, under cProfile with its statistics dumped to
+    ``profile`` if one is given (``--profile``, either role)."""
+    import trio
+
+    if not profile:
+        return trio.run(main, *args)
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        return trio.run(main, *args)
+    finally:
+        profiler.disable()
+        profiler.dump_stats(profile)
+
+
 def run_client(args: argparse.Namespace) -> None:
     preset = PRESETS[args.preset]
     if args.impl in TRIO_IMPLS:
-        import trio
-
-        if args.profile:
-            import cProfile
-
-            profiler = cProfile.Profile()
-            profiler.enable()
-            result = trio.run(trio_client, args, preset)
-            profiler.disable()
-            profiler.dump_stats(args.profile)
-        else:
-            result = trio.run(trio_client, args, preset)
+        result = run_trio(args.profile, trio_client, args, preset)
     else:
         import asyncio  # noqa: TID251 - the asyncio peers
 
@@ -646,19 +653,8 @@ async def asyncio_server(args: argparse.Namespace) -> None:
 
 def run_server(args: argparse.Namespace) -> None:
     if args.impl in TRIO_IMPLS:
-        import trio
-
         main = trio_h2t_server if args.impl == "trio_h2t" else purerpc_server
-        if args.profile:
-            import cProfile
-
-            profiler = cProfile.Profile()
-            profiler.enable()
-            trio.run(main, args)
-            profiler.disable()
-            profiler.dump_stats(args.profile)
-        else:
-            trio.run(main, args)
+        run_trio(args.profile, main, args)
     else:
         import asyncio  # noqa: TID251 - the asyncio peers
 
