@@ -346,10 +346,10 @@ class Reader:
     def _prune_holders(self, holders: set[H2Stream], buf: object) -> None:
         """Forget the holders that no longer queue a view of ``buf``.
 
-        A 16 KiB frame buffer carries hundreds of small messages before it is
-        reused, and a finished stream held here would live until then: long enough
-        for the garbage collector to promote it, and all it refers to, to an older
-        generation (benchmarks/README.md, "What keeps the client's objects
+        A frame buffer carries hundreds of small messages before it is reused,
+        and a finished stream held here would live until then: long enough for
+        the garbage collector to promote it, and all it refers to, to an older
+        generation (benchmarks/README.md, "What kept the client's objects
         alive"). Run when the set has doubled since the last pruning, so the cost
         is constant per view handed out.
         """
