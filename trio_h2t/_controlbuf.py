@@ -275,12 +275,16 @@ class ControlBuffer:
             ConnectionClosingError: after :meth:`finish`, also if it is called while
                 this task waits.
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
         if self._finished:
+            await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled wins, as before
             raise self._closing_error()
         if self._throttled < self._limit:
-            await trio.lowlevel.cancel_shielded_checkpoint()
+            # The schedule point, then the cancellation check (trio's checkpoint):
+            # a caller that reads next needs no check of its own (the reader's
+            # ``read`` has none).
+            await trio.lowlevel.checkpoint()
             return
+        await trio.lowlevel.checkpoint_if_cancelled()
         while self._throttled >= self._limit:
             self._throttle_waits += 1
             await self._gate_lot.park()
