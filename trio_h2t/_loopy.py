@@ -296,6 +296,14 @@ class Loopy:
         self._writing = False  # inside send_all
 
     @property
+    def parked_on_windows(self) -> bool:
+        """Whether a stream waits for a send window (its own or the connection's) to
+        reopen. Read by the reader, which queues a ``WindowOpened`` only then: an
+        update that finds nobody parked changes nothing loopy would do (it reads
+        h2's windows when it frames), and costs it a wake-up for nothing."""
+        return bool(self._waiting or self._conn_waiting)
+
+    @property
     def stream_frames_written(self) -> int:
         """HEADERS and DATA frames written so far (a count that only grows)."""
         return self._data_frames + self._headers_frames

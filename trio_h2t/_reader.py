@@ -656,7 +656,13 @@ class Reader:
         core.settings_received.set()
 
     def _window_opened(self, stream_id: int) -> None:
-        opened = self._core.windows_opened
+        core = self._core
+        if not core.loopy.parked_on_windows:
+            # Nobody waits: the next frame loopy writes reads the window h2 now
+            # holds. (A bulk transfer's WINDOW_UPDATEs arrive long before its
+            # window runs out: each woke loopy for nothing.)
+            return
+        opened = core.windows_opened
         if stream_id not in opened:
             opened.add(stream_id)
             self._put(WindowOpened(stream_id))

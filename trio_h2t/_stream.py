@@ -441,8 +441,8 @@ class H2Stream(metaclass=NoPublicConstructor):
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         """Return the next bytes of the body (at most ``max_bytes``); ``b""`` at its end.
 
-        Each read returns stream window to the peer (a WINDOW_UPDATE goes out once a
-        quarter of the window has been read).
+        Each read returns stream window to the peer (a WINDOW_UPDATE goes out once
+        ``window_update_ratio``, half, of the window has been read).
 
         Checkpoint: always. On cancellation: no data is lost.
 
