@@ -248,20 +248,36 @@ def test_bdp_ping_at_mock_clock_time_zero_is_timed() -> None:
     assert bdp.calculate(0.001) == 120_000
 
 
-def test_bdp_probes_again_only_after_half_an_estimate_of_data() -> None:
-    """After a round trip carrying little of the window, the next probe waits for half
-    the estimate to arrive (since the last probe began); a full round trip re-probes at once."""
-    bdp = BdpEstimator(initial=1 << 20, limit=16 * 2**20)
+def _bytes_until_probe(bdp: BdpEstimator, frame: int = 16_384) -> int:
+    """Feed ``frame``-byte DATA frames until ``add`` asks for a probe; return the bytes."""
+    sent = frame
+    while not bdp.add(frame):
+        sent += frame
+    return sent
+
+
+def test_bdp_probes_less_often_while_round_trips_carry_little_of_the_window() -> None:
+    """The first probe goes at once; after a round trip carrying little of the window
+    the next waits for one estimate of data (half an estimate, doubled), and each
+    such round trip doubles the wait up to eight estimates; a round trip that fills
+    2/3 of the window (growing it) brings the spacing back to half an estimate."""
+    window = 1 << 20
+    bdp = BdpEstimator(initial=window, limit=16 * 2**20)
     assert bdp.add(16_384) is True
-    bdp.timesnap(100.0)
-    assert bdp.calculate(100.001) == 0  # 16 KiB of a 1 MiB window: no growth
-    sent = 16_384
-    while not bdp.add(16_384):
-        sent += 16_384
-    assert sent + 16_384 >= (1 << 20) // 2
-    assert sent < (1 << 20) // 2 + 16_384
-    bdp.timesnap(200.0)
+    now = 100.0
+    waits = []
+    for _ in range(6):
+        bdp.timesnap(now)
+        assert bdp.calculate(now + 0.001) == 0  # 16 KiB of a 1 MiB window: no growth
+        now += 1.0
+        waits.append(_bytes_until_probe(bdp))
+    # (The frame that started a probe counts towards the next one's spacing.)
+    assert [(w + 16_384) / window for w in waits] == [1, 2, 4, 8, 8, 8]
+    bdp.timesnap(now)
     for _ in range(48):  # 768 KiB more in this round trip: over 2/3 of the window
         bdp.add(16_384)
-    assert bdp.calculate(200.001) > 1 << 20
+    assert bdp.calculate(now + 0.001) > window
     assert bdp.add(16_384) is True  # the window was the limit: probe again at once
+    bdp.timesnap(now + 1.0)
+    bdp.calculate(now + 1.001)  # 16 KiB of the grown window
+    assert _bytes_until_probe(bdp) + 16_384 == bdp.bdp  # half an estimate, doubled once

@@ -17,6 +17,7 @@ from typing import Any
 
 import h2.config
 import h2.connection
+import h2.events
 import h2.exceptions
 import h2.frame_buffer
 import h2.stream
@@ -130,6 +131,7 @@ OURS = {
     "_block_size",
     "_buf",
     "_check_preamble",
+    "_data_event",
     "_data_frame",
     "_empty_continuations",
     "_end",
@@ -361,3 +363,13 @@ def test_h2_dispatches_altsvc_and_unknown_frames_to_our_overrides() -> None:
     [event] = events
     assert isinstance(event, IgnoredFrameReceived)
     assert event.kind == "priority_updates"
+
+
+def test_data_received_has_the_attributes_the_speed_layer_sets() -> None:
+    # FastConnection._receive_data_frame builds h2's DataReceived without its
+    # __init__ (a call per DATA frame) and sets these four attributes itself: an h2
+    # whose event gained a field, or a __post_init__, must fail here first.
+    event = h2.events.DataReceived(stream_id=1)
+    assert sorted(vars(event)) == ["data", "flow_controlled_length", "stream_ended", "stream_id"]
+    assert not hasattr(h2.events.DataReceived, "__post_init__")
+    assert not hasattr(h2.events.DataReceived, "__slots__")

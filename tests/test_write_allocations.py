@@ -38,7 +38,10 @@ REQUEST = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"x"), 
 
 
 def _fields(item: ControlItem) -> dict[str, object]:
-    return {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}  # type: ignore[arg-type]
+    if dataclasses.is_dataclass(item):
+        return {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
+    slots: tuple[str, ...] = type(item).__slots__  # Data: a plain class
+    return {name: getattr(item, name) for name in slots}
 
 
 async def test_items_queued_by_a_stream_carry_no_callables(

@@ -74,8 +74,12 @@ class TransportConfig:
     #: is one frame, not four, and each frame costs Python work on both sides
     #: (docs/flow-control.md, "Defaults and what a peer can make us buffer").
     max_frame_size: int = 1024 * 1024
-    #: Send a WINDOW_UPDATE once this fraction of a window is pending (grpc-go: 1/4).
-    window_update_ratio: float = 0.25
+    #: Send a WINDOW_UPDATE once this fraction of a window is pending: half, as
+    #: nghttp2 (``nghttp2_should_send_window_update``); grpc-go waits for a quarter.
+    #: Each update is a frame to frame, write, parse and handle on both sides; half of
+    #: a window still leaves the peer the other half (and the BDP estimator keeps the
+    #: window at twice what a round trip carries) (docs/flow-control.md).
+    window_update_ratio: float = 0.5
     #: SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce (h2's default, 64 KiB).
     max_header_list_size: int = 65_536
     #: Bytes a stream may queue ahead of flow control before send_data waits. May go

@@ -216,13 +216,16 @@ class ControlBuffer:
                 this task waits.
             trio.BusyResourceError: if another task is already waiting in ``get``.
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
         if self._batch or self._queue or self._finished:
+            await trio.lowlevel.checkpoint_if_cancelled()
             item = self.get_nowait()
             await trio.lowlevel.cancel_shielded_checkpoint()
             return item
         if self._consumer is not None:
             raise trio.BusyResourceError("another task is already waiting in get()")
+        # No check of our own before parking: trio delivers a cancellation that is
+        # already pending as the task parks (``wait_task_rescheduled`` calls the
+        # abort function at once), and nothing was taken.
         while True:
             self._consumer = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort_get)
@@ -275,12 +278,16 @@ class ControlBuffer:
             ConnectionClosingError: after :meth:`finish`, also if it is called while
                 this task waits.
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
         if self._finished:
+            await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled wins, as before
             raise self._closing_error()
         if self._throttled < self._limit:
-            await trio.lowlevel.cancel_shielded_checkpoint()
+            # The schedule point, then the cancellation check (trio's checkpoint):
+            # a caller that reads next needs no check of its own (the reader's
+            # ``read`` has none).
+            await trio.lowlevel.checkpoint()
             return
+        await trio.lowlevel.checkpoint_if_cancelled()
         while self._throttled >= self._limit:
             self._throttle_waits += 1
             await self._gate_lot.park()

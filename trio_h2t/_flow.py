@@ -12,7 +12,7 @@ grpc-go's ``inFlow`` / ``trInFlow`` (reference §3):
 - A **stream** window is replenished as the *application consumes* data
   (``StreamInFlow.on_read``), so an application that stops reading stops its peer
   after one window: memory per stream stays bounded by that window.
-- Either sends its update once ``ratio`` (default 1/4) of its window is pending, so
+- Either sends its update once ``ratio`` (default 1/2) of its window is pending, so
   updates are coalesced, not one per frame.
 - A read larger than what the peer may still send gets an immediate grant
   (``StreamInFlow.request``, grpc-go's ``maybeAdjust``), so a message bigger than
@@ -232,6 +232,14 @@ _GAMMA = 2  # ...to this multiple of the sample
 #: carries a small part of the window and probing every round trip cost a PING, its
 #: ACK and a connection WINDOW_UPDATE per few frames (docs/flow-control.md).
 _PROBE_SPACING = 0.5
+#: Not grpc-go either: each probe whose round trip carried less than ``_BETA`` of
+#: the estimate (the window did not limit the peer) doubles the spacing, up to this
+#: many estimates; a probe that grows the window, or whose round trip filled
+#: ``_BETA`` of it, brings it back to ``_PROBE_SPACING``. On loopback between two
+#: CPU-bound peers no round trip ever comes near the window, and a probe per half
+#: window was still a PING, its ACK and a connection WINDOW_UPDATE every 4 MiB
+#: received at the default window (docs/flow-control.md).
+_MAX_PROBE_SPACING = 8.0
 
 
 @final
@@ -239,9 +247,10 @@ class BdpEstimator:
     """grpc-go's bandwidth-delay-product estimator. Owner: reader (loopy stamps ``sent``).
 
     One PING per round trip while data flows (but no more often than once per half
-    estimate of data, ``_PROBE_SPACING``); when a round trip's worth of data fills at
-    least 2/3 of the current window and bandwidth is at its peak, the window grows to
-    twice the sample, up to ``limit``.
+    estimate of data, ``_PROBE_SPACING``, and less often while round trips carry
+    little of the window, ``_MAX_PROBE_SPACING``); when a round trip's worth of data
+    fills at least 2/3 of the current window and bandwidth is at its peak, the window
+    grows to twice the sample, up to ``limit``.
     """
 
     __slots__ = (
@@ -254,6 +263,7 @@ class BdpEstimator:
         "sample",
         "sample_count",
         "sent_at",
+        "spacing",
     )
 
     def __init__(self, initial: int, limit: int) -> None:
@@ -266,6 +276,9 @@ class BdpEstimator:
         self.rtt = 0.0
         self.sample_count = 0
         self.gap = 0  # bytes received since the last probe started
+        #: Estimates of data between the starts of two probes (``_PROBE_SPACING``,
+        #: doubled by each probe that found the window far from the limit).
+        self.spacing = _PROBE_SPACING
 
     def add(self, n: int) -> bool:
         """Account a received DATA frame; True means "send a BDP ping now"."""
@@ -273,7 +286,7 @@ class BdpEstimator:
             return False
         self.gap += n
         if not self.is_sent:
-            if self.sample_count and self.gap < self.bdp * _PROBE_SPACING:
+            if self.sample_count and self.gap < self.bdp * self.spacing:
                 return False
             self.is_sent = True
             self.sample = n
@@ -306,7 +319,12 @@ class BdpEstimator:
         bw_current = self.sample / (self.rtt * 1.5)
         if bw_current > self.bw_max:
             self.bw_max = bw_current
-        if self.sample >= _BETA * self.bdp and bw_current == self.bw_max and self.bdp < self.limit:
+        if self.sample < _BETA * self.bdp:
+            # The window was far from limiting the peer: probe less often.
+            self.spacing = min(2 * self.spacing, _MAX_PROBE_SPACING)
+            return 0
+        self.spacing = _PROBE_SPACING
+        if bw_current == self.bw_max and self.bdp < self.limit:
             self.bdp = min(_GAMMA * self.sample, self.limit)
             return self.bdp
         return 0

@@ -46,7 +46,7 @@ from h2.exceptions import ProtocolError, StreamIDTooLowError
 from h2.stream import StreamInputs
 from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
 
-from ._h2fixes import FixedConnection, FixedStream, _Malformed
+from ._h2fixes import FixedConnection, FixedStream, InboundData, _Malformed
 from ._headers import validate_received
 from ._hpack import CachingDecoder, CachingEncoder
 
@@ -58,10 +58,14 @@ _END_STREAM = 0x1
 _END_HEADERS = 0x4
 #: Where a DATA frame leaves both state machines as they were (h2's tables:
 #: connection RECV_DATA, stream RECV_DATA -> ``data_received``).
-_OPEN = frozenset(
-    {h2.connection.ConnectionState.CLIENT_OPEN, h2.connection.ConnectionState.SERVER_OPEN}
-)
-_DATA_STATES = frozenset({h2.stream.StreamState.OPEN, h2.stream.StreamState.HALF_CLOSED_LOCAL})
+# Compared by identity, not looked up in a set: hashing an enum member is a call of
+# ``Enum.__hash__`` in Python, once per DATA frame each.
+_CLIENT_OPEN = h2.connection.ConnectionState.CLIENT_OPEN
+_SERVER_OPEN = h2.connection.ConnectionState.SERVER_OPEN
+_STREAM_OPEN = h2.stream.StreamState.OPEN
+_HALF_CLOSED_LOCAL = h2.stream.StreamState.HALF_CLOSED_LOCAL
+_DataReceived = h2.events.DataReceived
+_new_object = object.__new__
 # A frame header: 24-bit length (as 16 + 8 bits), type, flags, stream id (RFC 9113 §4.1).
 _FRAME_HEADER = struct.Struct(">HBBBL")
 
@@ -235,37 +239,54 @@ class FastConnection(FixedConnection):
             self.highest_inbound_stream_id = stream_id
         return stream
 
-    def _receive_data_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
+    def _data_event(self, frame: InboundData) -> h2.events.DataReceived | None:
         """``FixedConnection._receive_data_frame`` (h2's), inline for the common
         DATA frame: the connection open, the stream open (or half-closed by us)
         after its headers, both windows large enough, no content-length to check,
         no END_STREAM. The same two window decrements, content-length count and
         ``DataReceived`` event as h2's, without its two state-machine calls (their
-        transitions leave both states as they are here) and its debug log. Any
-        other frame takes the correctness layer's path, which raises or answers as
-        h2 does (``tests/test_inbound.py`` compares the two on random frames).
+        transitions leave both states as they are here) and its debug log; None for
+        any other frame, which takes the correctness layer's path, which raises or
+        answers as h2 does (``tests/test_inbound.py`` compares the two on random
+        frames). ``FixedConnection.receive_data`` calls it for each DATA frame
+        before h2's dispatch.
         """
         stream = self.streams.get(frame.stream_id)
         n = frame.flow_controlled_length
         conn_window = self._inbound_flow_control_window_manager
+        conn_state = self.state_machine.state
         if (
             type(stream) is not FastStream
-            or stream.state not in _DATA_STATES
+            or (stream.state is not _STREAM_OPEN and stream.state is not _HALF_CLOSED_LOCAL)
             or not stream.headers_received
             or stream.current_window_size < n
             or conn_window.current_window_size < n
             or stream._expected_content_length is not None
             or "END_STREAM" in frame.flags
-            or self.state_machine.state not in _OPEN
+            or (conn_state is not _CLIENT_OPEN and conn_state is not _SERVER_OPEN)
         ):
-            return super()._receive_data_frame(frame)
+            return None
         conn_window.current_window_size -= n
         stream.current_window_size -= n
         data = frame.data
         stream._actual_content_length += len(data)
-        event = h2.events.DataReceived(stream_id=stream.stream_id)
-        event.data = data
+        # h2's event with the fields its own __init__ sets (a dataclass with
+        # keyword arguments: a Python call per frame), set here directly
+        # (tests/test_h2_guard.py pins the field list).
+        event: Any = _new_object(_DataReceived)
+        event.stream_id = stream.stream_id
+        event.data = data  # a view of the frame buffer, where h2 types bytes
         event.flow_controlled_length = n
+        event.stream_ended = None
+        built: h2.events.DataReceived = event
+        return built
+
+    def _receive_data_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
+        """h2's dispatch entry for DATA: ``_data_event``'s frame as it answers it,
+        any other through the correctness layer."""
+        event = self._data_event(frame) if type(frame) is InboundData else None
+        if event is None:
+            return super()._receive_data_frame(frame)
         return [], [event]
 
     def send_headers(

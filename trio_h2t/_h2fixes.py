@@ -528,7 +528,13 @@ class FixedFrameBuffer(FrameBuffer):
             if kind == _DATA and sid:
                 if not complete:
                     raise StopIteration
-                frame = self._data_frame(data, start, length, flags, sid)
+                if flags & _PADDED:
+                    frame = self._data_frame(data, start, length, flags, sid)
+                else:  # the usual frame: ``_data_frame`` inline
+                    payload: bytes | memoryview = memoryview(data)[start + 9 : start + 9 + length]
+                    if not self.views:
+                        payload = bytes(payload)
+                    frame = InboundData(sid, _DATA_FLAGS[flags & 0x9], payload, 0, length)
                 if frame is not None:
                     if 9 + length > self._slack:
                         self._slack = 9 + length
@@ -923,6 +929,20 @@ class FixedConnection(h2.connection.H2Connection):
                     if not isinstance(frame, SettingsFrame) or "ACK" in frame.flags:
                         raise ProtocolError("the peer's preface must start with SETTINGS")
                     self._preface_checked = True
+                # (h2 types its frame buffer's frames as hyperframe's; ours are
+                # InboundData for DATA.)
+                if frame.__class__ is InboundData:  # type: ignore[comparison-overlap]
+                    # The speed layer's usual DATA frame without h2's dispatch
+                    # (``_receive_frame``): its event, or None for any other, which
+                    # takes the whole path below.
+                    event = self._data_event(frame)
+                    if event is not None:
+                        events.append(event)
+                        count += 1
+                        if count == max_frames:
+                            self.input_pending = True
+                            break
+                        continue
                 events.extend(self._receive_frame(frame))
                 if buffer.empty_continuations != self._empty_continuations:
                     # The block this frame completed had empty CONTINUATIONs (some
@@ -953,6 +973,11 @@ class FixedConnection(h2.connection.H2Connection):
             self.frames_received += count
         self.events_before_error = []
         return events
+
+    def _data_event(self, frame: InboundData) -> h2.events.DataReceived | None:
+        """The speed layer's (``_h2fast.py``) usual DATA frame handled in one call, or
+        None: here always None (every frame takes h2's dispatch)."""
+        return None
 
     def _receive_frame(self, frame: Any) -> list[h2.events.Event]:
         # h2's ``_receive_frame``, ignoring frames on a stream *we* reset: RFC 9113

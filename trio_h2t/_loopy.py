@@ -296,6 +296,14 @@ class Loopy:
         self._writing = False  # inside send_all
 
     @property
+    def parked_on_windows(self) -> bool:
+        """Whether a stream waits for a send window (its own or the connection's) to
+        reopen. Read by the reader, which queues a ``WindowOpened`` only then: an
+        update that finds nobody parked changes nothing loopy would do (it reads
+        h2's windows when it frames), and costs it a wake-up for nothing."""
+        return bool(self._waiting or self._conn_waiting)
+
+    @property
     def stream_frames_written(self) -> int:
         """HEADERS and DATA frames written so far (a count that only grows)."""
         return self._data_frames + self._headers_frames
@@ -337,7 +345,11 @@ class Loopy:
                         item = cbuf.poll()
                         if item is None:
                             if self._process_data():
-                                if self._pending() >= self._write_buffer_size:
+                                # ``_pending()`` inline: once per frame on the bulk path.
+                                if (
+                                    self._chunk_bytes + self._h2.pending_bytes()
+                                    >= self._write_buffer_size
+                                ):
                                     await self._flush()
                                 continue
                             pending = self._pending()
@@ -353,7 +365,7 @@ class Loopy:
                             break
                         self._handle(item)
                         self._process_data()
-                        if self._pending() >= self._write_buffer_size:
+                        if self._chunk_bytes + self._h2.pending_bytes() >= self._write_buffer_size:
                             await self._flush()
             except _Stop:
                 await self._final_write()
@@ -506,7 +518,18 @@ class Loopy:
             # write path allocates nothing it can avoid (grpc-go #8668;
             # docs/architecture.md, "Allocations per write").
             if type(item) is Data:
-                self._queue_output(item.stream, item)
+                # ``_queue_output`` inline: once per write.
+                out = item.stream._out
+                if out.done:
+                    item.release()
+                    return
+                queue = out.queue
+                if queue is None:
+                    queue = out.queue = deque()
+                queue.append(item)
+                if out.state == OUT_EMPTY:
+                    out.state = OUT_ACTIVE
+                    self._active.append(item.stream)
                 return
             # ``match`` with class patterns, most frequent first (HEADERS carry every
             # stream; the rest come with the peer's frames or a stream's end); mypy
@@ -835,8 +858,12 @@ class Loopy:
                     return True
             else:
                 out.offset = offset + size
-            out.state = OUT_EMPTY
-            self._after_write(stream)
+            # ``_after_write`` inline (once per DATA frame): to the tail of the round
+            # robin while more is queued, else off it.
+            if out.done or not queue:
+                out.state = OUT_EMPTY
+            else:
+                active.append(stream)
             return True
         except (_Stop, trio.BrokenResourceError, trio.ClosedResourceError):
             raise

@@ -132,9 +132,10 @@ def _buffer_reader(
     stream is read with ``receive_some(read_size)`` and copied in (``add_data``).
     Errors follow ``trio.abc.ReceiveStream``: BrokenResourceError for the network,
     ClosedResourceError if the stream was closed (before the read, or while it
-    waits). Checkpoint: as trio's ``recv_into``, a cancelled reader raises Cancelled
-    before it touches the socket, but a read that succeeds at once has no schedule
-    point (the reader's loop has one). On cancellation: nothing was read.
+    waits). Checkpoint: only while it waits for the socket (a read that succeeds at
+    once has no schedule point, and no cancellation check: the reader's loop calls
+    it right after ``wait_unthrottled``, whose checkpoint checks cancellation last).
+    On cancellation: nothing was read.
     """
     buffer = state.incoming_buffer
     if not isinstance(transport, trio.SocketStream):
@@ -150,15 +151,15 @@ def _buffer_reader(
     sock = transport.socket
     # Reading the stdlib socket directly saves trio's recv_into wrapper its context
     # manager and its schedule point on success: the reader's loop already has one
-    # per read (wait_unthrottled). What else the wrapper does is done here
-    # (_sockopts.py): no read once cancelled, the same stream errors, and a socket
+    # per read (wait_unthrottled), which also checked cancellation. What else the
+    # wrapper does is done here (_sockopts.py): the same stream errors, and a socket
     # already closed is ClosedResourceError, not a wait on file descriptor -1.
     raw = stdlib_socket(sock)
     recv_into = raw.recv_into if raw is not None else None
-    checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled
 
     async def read() -> int:
-        await checkpoint_if_cancelled()
+        # No cancellation check of its own: the read loop calls it right after
+        # ``ControlBuffer.wait_unthrottled``, whose checkpoint checks last.
         try:
             if buffer.idle:
                 await wait_readable(sock)
@@ -424,46 +425,51 @@ class Reader:
         core = self._core
         streams = self._streams
         for ev in events:
-            # ``match`` with class patterns, most frequent first: DATA dominates any
-            # stream with a body, and every request and response ends with a
-            # StreamEnded. On CPython 3.11 each case tried is an isinstance() call,
-            # and the one that matches also builds an empty set, list and tuple
-            # (``match_class``): dearer than the ``type(ev) is`` chain it replaced,
-            # and only the misses depend on the order (benchmarks/README.md,
-            # "``match`` against ``type(x) is`` dispatch"). ``case C():`` without
-            # ``as``: mypy narrows the subject ``ev`` itself. No h2 event class
-            # subclasses another, so the order never changes which case matches.
+            # DATA first, outside the ``match``: it dominates any stream with a
+            # body, and a matching class pattern allocates an empty set, list and
+            # tuple (CPython 3.11's MATCH_CLASS; loopy's ``_handle`` does the same
+            # for Data items). h2 builds DataReceived itself, never a subclass.
+            if type(ev) is DataReceived:
+                n = ev.flow_controlled_length
+                stream = streams.get(ev.stream_id)
+                if stream is not None:
+                    # First: the bytes count against the inbound budget before
+                    # the connection window is given back (_flow.py).
+                    data = ev.data
+                    if isinstance(data, memoryview):  # of the frame buffer
+                        if stream._chunks:
+                            # Its application is behind: it may stay behind for
+                            # a window, longer than the buffer can wait. Copy
+                            # now, once (receive_some returns these bytes).
+                            data = data.tobytes()
+                        else:
+                            holders = self._holders
+                            if len(holders) >= self._prune_at:
+                                self._prune_holders(holders, data.obj)
+                            holders.add(stream)
+                    stream._on_data(data, n)
+                if not n and ev.stream_ended is None:
+                    self._flood("empty_data")  # RFC 9113 allows it; costs us a frame
+                inc = self._in_flow.on_data(n)
+                if inc:
+                    self._put(WindowUpdate(None, inc))
+                bdp = self._bdp
+                if bdp is not None and bdp.add(n):
+                    flushed = self._in_flow.reset()
+                    if flushed:
+                        self._put(WindowUpdate(None, flushed))
+                    self._put(Ping(BDP_PING_DATA))
+                continue
+            # The rest with ``match`` and class patterns, most frequent first: every
+            # request and response ends with a StreamEnded. On CPython 3.11 each
+            # case tried is an isinstance() call, and the one that matches also
+            # builds an empty set, list and tuple (``match_class``): dearer than
+            # the ``type(ev) is`` chain it replaced, and only the misses depend on
+            # the order (benchmarks/README.md, "``match`` against ``type(x) is``
+            # dispatch"). ``case C():`` without ``as``: mypy narrows the subject
+            # ``ev`` itself. No h2 event class subclasses another, so the order
+            # never changes which case matches.
             match ev:
-                case DataReceived():
-                    n = ev.flow_controlled_length
-                    stream = streams.get(ev.stream_id)
-                    if stream is not None:
-                        # First: the bytes count against the inbound budget before
-                        # the connection window is given back (_flow.py).
-                        data = ev.data
-                        if isinstance(data, memoryview):  # of the frame buffer
-                            if stream._chunks:
-                                # Its application is behind: it may stay behind for
-                                # a window, longer than the buffer can wait. Copy
-                                # now, once (receive_some returns these bytes).
-                                data = data.tobytes()
-                            else:
-                                holders = self._holders
-                                if len(holders) >= self._prune_at:
-                                    self._prune_holders(holders, data.obj)
-                                holders.add(stream)
-                        stream._on_data(data, n)
-                    if not n and ev.stream_ended is None:
-                        self._flood("empty_data")  # RFC 9113 allows it; costs us a frame
-                    inc = self._in_flow.on_data(n)
-                    if inc:
-                        self._put(WindowUpdate(None, inc))
-                    bdp = self._bdp
-                    if bdp is not None and bdp.add(n):
-                        flushed = self._in_flow.reset()
-                        if flushed:
-                            self._put(WindowUpdate(None, flushed))
-                        self._put(Ping(BDP_PING_DATA))
                 case StreamEnded():
                     stream = streams.get(ev.stream_id)
                     if stream is not None:
@@ -650,7 +656,13 @@ class Reader:
         core.settings_received.set()
 
     def _window_opened(self, stream_id: int) -> None:
-        opened = self._core.windows_opened
+        core = self._core
+        if not core.loopy.parked_on_windows:
+            # Nobody waits: the next frame loopy writes reads the window h2 now
+            # holds. (A bulk transfer's WINDOW_UPDATEs arrive long before its
+            # window runs out: each woke loopy for nothing.)
+            return
+        opened = core.windows_opened
         if stream_id not in opened:
             opened.add(stream_id)
             self._put(WindowOpened(stream_id))

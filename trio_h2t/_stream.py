@@ -441,8 +441,8 @@ class H2Stream(metaclass=NoPublicConstructor):
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         """Return the next bytes of the body (at most ``max_bytes``); ``b""`` at its end.
 
-        Each read returns stream window to the peer (a WINDOW_UPDATE goes out once a
-        quarter of the window has been read).
+        Each read returns stream window to the peer (a WINDOW_UPDATE goes out once
+        ``window_update_ratio``, half, of the window has been read).
 
         Checkpoint: always. On cancellation: no data is lost.
 
@@ -814,7 +814,12 @@ class H2Stream(metaclass=NoPublicConstructor):
                 raise ValueError(_short_body(total, rule))
             self._body_sent = total
         self._write_quota -= size
-        self._put_output(Data(self, data, end_stream, size))
+        item = Data(self, data, end_stream, size)
+        try:  # ``_put_output`` inline: once per write
+            self._core.cbuf.put(item)
+        except ConnectionClosingError as exc:
+            item.release()
+            raise self._core.closing_error() from exc.__cause__
         if end_stream:
             self._end_queued = True
 
