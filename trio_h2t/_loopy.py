@@ -518,18 +518,7 @@ class Loopy:
             # write path allocates nothing it can avoid (grpc-go #8668;
             # docs/architecture.md, "Allocations per write").
             if type(item) is Data:
-                # ``_queue_output`` inline: once per write.
-                out = item.stream._out
-                if out.done:
-                    item.release()
-                    return
-                queue = out.queue
-                if queue is None:
-                    queue = out.queue = deque()
-                queue.append(item)
-                if out.state == OUT_EMPTY:
-                    out.state = OUT_ACTIVE
-                    self._active.append(item.stream)
+                self._queue_output(item.stream, item)
                 return
             # ``match`` with class patterns, most frequent first (HEADERS carry every
             # stream; the rest come with the peer's frames or a stream's end); mypy
