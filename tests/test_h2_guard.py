@@ -132,7 +132,7 @@ OURS = {
     "_buf",
     "_check_preamble",
     "_data_event",
-    "_data_frame",
+    "_data_padding",
     "_empty_continuations",
     "_end",
     "_parse_frame",
@@ -366,7 +366,7 @@ def test_h2_dispatches_altsvc_and_unknown_frames_to_our_overrides() -> None:
 
 
 def test_data_received_has_the_attributes_the_speed_layer_sets() -> None:
-    # FastConnection._receive_data_frame builds h2's DataReceived without its
+    # FastConnection._data_event builds h2's DataReceived without its
     # __init__ (a call per DATA frame) and sets these four attributes itself: an h2
     # whose event gained a field, or a __post_init__, must fail here first.
     event = h2.events.DataReceived(stream_id=1)

@@ -1,5 +1,5 @@
 """The inbound DATA path: frames parsed where they were read, payloads handed on as
-views or single copies (``FixedFrameBuffer``, ``FastConnection._receive_data_frame``,
+views or single copies (``FixedFrameBuffer``, ``FastConnection._data_event``,
 the reader's buffer reuse), and ``H2Stream.receive_into``.
 
 The differential tests feed one random byte stream of frames (DATA padded or not,

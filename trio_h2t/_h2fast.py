@@ -249,7 +249,7 @@ class FastConnection(FixedConnection):
         any other frame, which takes the correctness layer's path, which raises or
         answers as h2 does (``tests/test_inbound.py`` compares the two on random
         frames). ``FixedConnection.receive_data`` calls it for each DATA frame
-        before h2's dispatch.
+        before h2's dispatch, which takes the frames it returns None for.
         """
         stream = self.streams.get(frame.stream_id)
         n = frame.flow_controlled_length
@@ -280,14 +280,6 @@ class FastConnection(FixedConnection):
         event.stream_ended = None
         built: h2.events.DataReceived = event
         return built
-
-    def _receive_data_frame(self, frame: Any) -> tuple[list[Any], list[Any]]:
-        """h2's dispatch entry for DATA: ``_data_event``'s frame as it answers it,
-        any other through the correctness layer."""
-        event = self._data_event(frame) if type(frame) is InboundData else None
-        if event is None:
-            return super()._receive_data_frame(frame)
-        return [], [event]
 
     def send_headers(
         self,

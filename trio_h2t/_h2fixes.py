@@ -528,14 +528,19 @@ class FixedFrameBuffer(FrameBuffer):
             if kind == _DATA and sid:
                 if not complete:
                     raise StopIteration
+                # Parsed where it lies (no hyperframe object; hyperframe's
+                # ``DataFrame.parse_body`` copies the payload out), unless its padding
+                # is wrong: then hyperframe's parse below says how.
+                first = start + 9
+                pad = 0
                 if flags & _PADDED:
-                    frame = self._data_frame(data, start, length, flags, sid)
-                else:  # the usual frame: ``_data_frame`` inline
-                    payload: bytes | memoryview = memoryview(data)[start + 9 : start + 9 + length]
+                    pad = self._data_padding(data, first, length)
+                    first += 1
+                if pad >= 0:
+                    payload: bytes | memoryview = memoryview(data)[first : start + 9 + length - pad]
                     if not self.views:
                         payload = bytes(payload)
-                    frame = InboundData(sid, _DATA_FLAGS[flags & 0x9], payload, 0, length)
-                if frame is not None:
+                    frame = InboundData(sid, _DATA_FLAGS[flags & 0x9], payload, pad, length)
                     if 9 + length > self._slack:
                         self._slack = 9 + length
                     self._start = start + 9 + length
@@ -562,26 +567,16 @@ class FixedFrameBuffer(FrameBuffer):
             if frame is not None:
                 return frame
 
-    def _data_frame(
-        self, data: bytearray, start: int, length: int, flags: int, sid: int
-    ) -> InboundData | None:
-        # A complete DATA frame on a stream, parsed where it lies (no hyperframe
-        # object; hyperframe's ``DataFrame.parse_body`` copies the payload out), or
-        # None when hyperframe must say what is wrong with its padding.
-        first = start + 9
-        pad = 0
-        if flags & _PADDED:
-            if not length:
-                return None  # no Pad Length: hyperframe's FrameDataMissingError
-            pad = data[first]
-            if pad and pad >= length:
-                return None  # hyperframe's InvalidPaddingError
-            first += 1
-        end = start + 9 + length - pad
-        payload: bytes | memoryview = memoryview(data)[first:end]
-        if not self.views:
-            payload = bytes(payload)
-        return InboundData(sid, _DATA_FLAGS[flags & 0x9], payload, pad, length)
+    @staticmethod
+    def _data_padding(data: bytearray, first: int, length: int) -> int:
+        # The Pad Length of a complete padded DATA frame whose payload starts at
+        # ``first``, or -1 when hyperframe must say what is wrong with it.
+        if not length:
+            return -1  # no Pad Length: hyperframe's FrameDataMissingError
+        pad = data[first]
+        if pad and pad >= length:
+            return -1  # hyperframe's InvalidPaddingError
+        return pad
 
     def _parse_frame(self, data: bytearray, start: int, length: int, complete: bool) -> Any:
         # h2's ``FrameBuffer.__next__`` for one frame at ``start``: the header parsed
@@ -929,21 +924,19 @@ class FixedConnection(h2.connection.H2Connection):
                     if not isinstance(frame, SettingsFrame) or "ACK" in frame.flags:
                         raise ProtocolError("the peer's preface must start with SETTINGS")
                     self._preface_checked = True
-                # (h2 types its frame buffer's frames as hyperframe's; ours are
-                # InboundData for DATA.)
-                if frame.__class__ is InboundData:  # type: ignore[comparison-overlap]
-                    # The speed layer's usual DATA frame without h2's dispatch
-                    # (``_receive_frame``): its event, or None for any other, which
-                    # takes the whole path below.
-                    event = self._data_event(frame)
-                    if event is not None:
-                        events.append(event)
-                        count += 1
-                        if count == max_frames:
-                            self.input_pending = True
-                            break
-                        continue
-                events.extend(self._receive_frame(frame))
+                # The speed layer's usual DATA frame without h2's dispatch
+                # (``_receive_frame``): its event; None for any other frame, which
+                # takes h2's dispatch. (h2 types its frame buffer's frames as
+                # hyperframe's; ours are InboundData for DATA.)
+                event = (
+                    self._data_event(frame)
+                    if frame.__class__ is InboundData  # type: ignore[comparison-overlap]
+                    else None
+                )
+                if event is not None:
+                    events.append(event)
+                else:
+                    events.extend(self._receive_frame(frame))
                 if buffer.empty_continuations != self._empty_continuations:
                     # The block this frame completed had empty CONTINUATIONs (some
                     # may have arrived in earlier reads).

@@ -345,11 +345,7 @@ class Loopy:
                         item = cbuf.poll()
                         if item is None:
                             if self._process_data():
-                                # ``_pending()`` inline: once per frame on the bulk path.
-                                if (
-                                    self._chunk_bytes + self._h2.pending_bytes()
-                                    >= self._write_buffer_size
-                                ):
+                                if self._pending() >= self._write_buffer_size:
                                     await self._flush()
                                 continue
                             pending = self._pending()
@@ -365,7 +361,7 @@ class Loopy:
                             break
                         self._handle(item)
                         self._process_data()
-                        if self._chunk_bytes + self._h2.pending_bytes() >= self._write_buffer_size:
+                        if self._pending() >= self._write_buffer_size:
                             await self._flush()
             except _Stop:
                 await self._final_write()
@@ -847,12 +843,8 @@ class Loopy:
                     return True
             else:
                 out.offset = offset + size
-            # ``_after_write`` inline (once per DATA frame): to the tail of the round
-            # robin while more is queued, else off it.
-            if out.done or not queue:
-                out.state = OUT_EMPTY
-            else:
-                active.append(stream)
+            out.state = OUT_EMPTY
+            self._after_write(stream)
             return True
         except (_Stop, trio.BrokenResourceError, trio.ClosedResourceError):
             raise

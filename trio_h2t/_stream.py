@@ -814,12 +814,7 @@ class H2Stream(metaclass=NoPublicConstructor):
                 raise ValueError(_short_body(total, rule))
             self._body_sent = total
         self._write_quota -= size
-        item = Data(self, data, end_stream, size)
-        try:  # ``_put_output`` inline: once per write
-            self._core.cbuf.put(item)
-        except ConnectionClosingError as exc:
-            item.release()
-            raise self._core.closing_error() from exc.__cause__
+        self._put_output(Data(self, data, end_stream, size))
         if end_stream:
             self._end_queued = True
 
