@@ -512,6 +512,8 @@ def test_non_http_url_exits_2() -> None:
         (("serve", "--port", "99999"), "must be in [0, 65535]"),
         (("serve", "--port", "http"), "argument --port: not a port number: 'http'"),
         (("serve", "--max-concurrent-streams", "0"), "must be >= 1"),
+        (("serve", "--max-frame-size", "16383"), "must be in [16384, 16777215]"),
+        (("serve", "--max-frame-size", "big"), "argument --max-frame-size: not a number: 'big'"),
         (("serve", "--max-connection-idle", "-1"), "must be >= 0 (0: never)"),
         (("serve", "--max-connection-idle", "soon"), "not a number of seconds: 'soon'"),
         (("serve", "--root", "/nonexistent/trio-h2t"), "not a directory"),
@@ -629,6 +631,15 @@ def test_serve_idle_timeout_flag(args: tuple[str, ...], idle: float | None) -> N
     """``serve`` closes idle connections after 5 minutes unless told otherwise; 0 is never."""
     assert SERVE_IDLE_TIMEOUT == 300.0
     assert _build_parser().parse_args(["serve", *args]).max_connection_idle == idle
+
+
+@pytest.mark.parametrize(
+    ("args", "size"), [((), 1024 * 1024), (("--max-frame-size", "16384"), 16384)]
+)
+def test_serve_max_frame_size_flag(args: tuple[str, ...], size: int) -> None:
+    """``serve`` advertises the library's 1 MiB SETTINGS_MAX_FRAME_SIZE unless told."""
+    assert trio_h2t.TransportConfig().max_frame_size == 1024 * 1024
+    assert _build_parser().parse_args(["serve", *args]).max_frame_size == size
 
 
 async def _goaways_until_eof(port: int) -> list[tuple[float, int, bytes]]:

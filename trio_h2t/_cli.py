@@ -3,7 +3,7 @@
 Usage::
 
     trio-h2t serve [--host 127.0.0.1] [--port 8080] [--root DIR] [--max-concurrent-streams N]
-                   [--workers N] [--reuse-port]
+                   [--max-frame-size N] [--workers N] [--reuse-port]
     trio-h2t get URL [-o FILE] [-X METHOD] [-d DATA] [-H 'name: value']... [-v]
     trio-h2t check URL [--tls] [--max-examples N] [--seconds S] [--db DIR] [--replay FILE|HEX]
 
@@ -76,7 +76,7 @@ from urllib.parse import unquote_to_bytes, urlsplit
 import trio
 
 from ._client import open_connection
-from ._config import TransportConfig
+from ._config import RFC_MAX_FRAME_SIZE, RFC_MIN_FRAME_SIZE, TransportConfig
 from ._headers import CONNECTION_HEADERS, validate_to_send
 from ._server import serve_tcp
 from ._stream import H2Stream, HeaderList
@@ -349,12 +349,17 @@ def _url_host(host: str) -> str:
 SERVE_IDLE_TIMEOUT = 300.0
 
 
+#: ``trio-h2t serve``'s default ``--max-frame-size``: the library's (1 MiB).
+SERVE_FRAME_SIZE = TransportConfig().max_frame_size
+
+
 async def serve(
     *,
     host: str,
     port: int,
     root: str | os.PathLike[str],
     max_concurrent_streams: int = 100,
+    max_frame_size: int = SERVE_FRAME_SIZE,
     max_connection_idle: float | None = SERVE_IDLE_TIMEOUT,
     ssl_context: ssl.SSLContext | None = None,
     reuse_port: bool = False,
@@ -369,11 +374,14 @@ async def serve(
     ``--workers``); with ``supervised``, EOF on stdin (the supervisor is gone) stops
     the server as the first signal does. A connection with no open stream for
     ``max_connection_idle`` seconds is closed gracefully (GOAWAY NO_ERROR,
-    ``max_idle``; None: never). Checkpoint: always.
+    ``max_idle``; None: never). ``max_frame_size`` is the SETTINGS_MAX_FRAME_SIZE
+    advertised and enforced. Checkpoint: always.
     """
     handler = make_handler(root)
     config = TransportConfig(
-        max_concurrent_streams=max_concurrent_streams, max_connection_idle=max_connection_idle
+        max_concurrent_streams=max_concurrent_streams,
+        max_frame_size=max_frame_size,
+        max_connection_idle=max_connection_idle,
     )
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
@@ -558,6 +566,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _frame_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not RFC_MIN_FRAME_SIZE <= value <= RFC_MAX_FRAME_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"must be in [{RFC_MIN_FRAME_SIZE}, {RFC_MAX_FRAME_SIZE}]"
+            f" (RFC 9113 §6.5.2), not {value}"
+        )
+    return value
+
+
 def _idle_seconds(text: str) -> float | None:
     try:
         value = float(text)
@@ -595,6 +616,14 @@ def _build_parser() -> argparse.ArgumentParser:
         default=100,
         metavar="N",
         help="SETTINGS_MAX_CONCURRENT_STREAMS to advertise (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-frame-size",
+        type=_frame_size,
+        default=SERVE_FRAME_SIZE,
+        metavar="N",
+        help="SETTINGS_MAX_FRAME_SIZE to advertise, the largest frame accepted; 16384 is"
+        " the RFC's initial value, which h2spec's http2/4.2/3 assumes (default: %(default)s)",
     )
     p.add_argument(
         "--max-connection-idle",
@@ -726,6 +755,7 @@ def _supervise(args: argparse.Namespace) -> int:
         command = [sys.executable, "-m", "trio_h2t", "serve", "--reuse-port", "--supervised"]
         command += ["--host", args.host, "--port", str(port), "--root", args.root]
         command += ["--max-concurrent-streams", str(args.max_concurrent_streams)]
+        command += ["--max-frame-size", str(args.max_frame_size)]
         command += ["--max-connection-idle", repr(args.max_connection_idle or 0)]
         scheme = "http"
         if args.certfile is not None:
@@ -771,6 +801,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         port=args.port,
                         root=args.root,
                         max_concurrent_streams=args.max_concurrent_streams,
+                        max_frame_size=args.max_frame_size,
                         max_connection_idle=args.max_connection_idle,
                         ssl_context=ssl_context,
                         reuse_port=args.reuse_port,

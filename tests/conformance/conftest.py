@@ -113,14 +113,18 @@ def h2_server(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Server]:
     """``trio-h2t serve --port 0`` on a fresh document root, for one test module
-    and one h2 layer set (``fast``: both layers; ``fixes``: correctness only)."""
+    and one h2 layer set (``fast``: both layers; ``fixes``: correctness only).
+    A module's ``SERVE_ARGS`` (a tuple of strings) are appended to the command."""
     root = tmp_path_factory.mktemp("conformance-root")
     (root / "index.html").write_bytes(INDEX_BODY)
     (root / "large.bin").write_bytes(LARGE_BODY)
     log = root.parent / f"{root.name}-stderr.log"
     with log.open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, *_LAUNCH[request.param], "serve", "--port", "0", "--root", str(root)],
+            [
+                *(sys.executable, *_LAUNCH[request.param], "serve", "--port", "0"),
+                *("--root", str(root), *getattr(request.module, "SERVE_ARGS", ())),
+            ],
             stdout=subprocess.PIPE,
             stderr=err,
             preexec_fn=_die_with_parent,

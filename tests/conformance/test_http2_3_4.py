@@ -35,6 +35,8 @@ from .harness import (
 UNKNOWN_FRAME = frame_bytes(UNKNOWN_TYPE, 0, 0, b"\x00" * 8)
 #: h2spec's DummyHeaders value: --max-header-length defaults to 4000.
 DUMMY = "x" * 4000
+#: h2spec http2/4.2/3's request: CommonHeaders plus DummyHeaders(c, 5).
+H2SPEC_4_2_3_HEADERS = request_headers() + [(f"x-dummy{i}", DUMMY) for i in range(5)]
 
 
 ################################################################
@@ -152,13 +154,40 @@ def test_4_2_data_frame_over_max_frame_size(conn: H2Client) -> None:
 
 def test_4_2_headers_frame_over_max_frame_size(conn: H2Client) -> None:
     """RFC 9113 §4.2: a HEADERS frame over SETTINGS_MAX_FRAME_SIZE is a connection
-    error FRAME_SIZE_ERROR, since it carries a field block (h2spec http2/4.2/3)."""
+    error FRAME_SIZE_ERROR, since it carries a field block (h2spec http2/4.2/3, sized
+    from the advertised limit)."""
     size = conn.server_settings.get(Setting.MAX_FRAME_SIZE, 16384)
     headers = request_headers() + [(f"x-dummy{i}", DUMMY) for i in range(size // 3000 + 2)]
     frame = conn.headers_frame(1, headers)
     assert len(frame.data) > size
     conn.send(frame)
     conn.expect_connection_error(ErrorCode.FRAME_SIZE_ERROR)
+
+
+def test_4_2_continuation_frame_over_max_frame_size(conn: H2Client) -> None:
+    """RFC 9113 §4.2: a CONTINUATION frame over SETTINGS_MAX_FRAME_SIZE is a connection
+    error FRAME_SIZE_ERROR, since it carries a field block (beyond h2spec)."""
+    size = conn.server_settings.get(Setting.MAX_FRAME_SIZE, 16384)
+    block = conn.encode_headers(request_headers())
+    headers = [(f"x-dummy{i}", DUMMY) for i in range(size // 3000 + 2)]
+    rest = conn.encode_headers(headers)
+    assert len(rest) > size
+    conn.send(
+        conn.headers_frame(1, block, end_headers=False),
+        ContinuationFrame(1, rest, flags=["END_HEADERS"]),
+    )
+    conn.expect_connection_error(ErrorCode.FRAME_SIZE_ERROR)
+
+
+def test_4_2_h2spec_headers_frame_within_advertised_max_frame_size(conn: H2Client) -> None:
+    """RFC 9113 §4.2: h2spec http2/4.2/3's HEADERS frame (five 4000-byte fields, about
+    17.5 KB) is within the 1 MiB SETTINGS_MAX_FRAME_SIZE ``serve`` advertises by
+    default, so it is answered; test_http2_4_2_rfc_frame_size.py runs it at 16 KiB."""
+    assert conn.server_settings[Setting.MAX_FRAME_SIZE] == 1024 * 1024
+    frame = conn.headers_frame(1, H2SPEC_4_2_3_HEADERS)
+    assert 16384 < len(frame.data) < 1024 * 1024
+    conn.send(frame)
+    conn.expect_headers(1)
 
 
 def test_4_2_settings_frame_over_max_frame_size(conn: H2Client) -> None:
