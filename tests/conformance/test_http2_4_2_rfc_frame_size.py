@@ -10,9 +10,19 @@ docs/architecture.md gives for h2spec.
 
 from __future__ import annotations
 
+import pytest
 from hyperframe.frame import ContinuationFrame, DataFrame
 
-from .harness import ErrorCode, H2Client, Setting, request_headers
+from .harness import (
+    END_HEADERS,
+    UNKNOWN_TYPE,
+    ErrorCode,
+    FrameType,
+    H2Client,
+    Setting,
+    frame_bytes,
+    request_headers,
+)
 from .test_http2_3_4 import DUMMY, H2SPEC_4_2_3_HEADERS
 
 #: Appended to this module's ``trio-h2t serve`` command (conftest.py).
@@ -63,4 +73,19 @@ def test_4_2_continuation_frame_over_rfc_frame_size(conn: H2Client) -> None:
         conn.headers_frame(1, request_headers(), end_headers=False),
         ContinuationFrame(1, rest, flags=["END_HEADERS"]),
     )
+    conn.expect_connection_error(ErrorCode.FRAME_SIZE_ERROR)
+
+
+@pytest.mark.parametrize(
+    ("frame_type", "flags", "stream_id"),
+    [(FrameType.PUSH_PROMISE, END_HEADERS, 1), (UNKNOWN_TYPE, 0, 0)],
+    ids=["push-promise", "unknown-type-stream-0"],
+)
+def test_4_2_other_frames_over_rfc_frame_size(
+    conn: H2Client, frame_type: int, flags: int, stream_id: int
+) -> None:
+    """RFC 9113 §4.2: a PUSH_PROMISE (field block) or a stream-0 frame of an unknown
+    type over 16 KiB is a connection error FRAME_SIZE_ERROR, refused from its
+    9-byte header (beyond h2spec)."""
+    conn.send(frame_bytes(frame_type, flags, stream_id, b"\x00" * (RFC_FRAME_SIZE + 1)))
     conn.expect_connection_error(ErrorCode.FRAME_SIZE_ERROR)
