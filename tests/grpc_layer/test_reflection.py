@@ -270,6 +270,23 @@ async def test_enable_server_reflection_adds_to_a_server() -> None:
     assert _names(got)[0] == "trio_h2t/interop/protos/test.proto"  # interop's, in the default pool
 
 
+@pytest.mark.parametrize("version", ["v1", "v1alpha"])
+async def test_reflection_stub(version: str) -> None:
+    """ReflectionStub asks either version with the v1 messages, requests given up front."""
+    R = reflection.ServerReflectionRequest
+    with trio.fail_after(LIMIT):
+        async with (
+            _served(_shop_reflection()) as server,
+            grpc.open_channel("127.0.0.1", server.port) as channel,
+        ):
+            stub = reflection.ReflectionStub(channel, version=version)
+            requests = [R(list_services=""), R(file_containing_symbol="shop.v1.Money")]
+            async with stub.ServerReflectionInfo(requests) as call:
+                listed, money = [answer async for answer in call]
+    assert ORDERS in [s.name for s in listed.list_services_response.service]
+    assert _names(money) == ["shop/money.proto"]
+
+
 def test_wrong_calls_name_the_fix() -> None:
     """One name instead of a list, a non-pool pool or a non-Server raise TypeError."""
     with pytest.raises(TypeError, match=r"pass \['shop.v1.Orders'\]"):
@@ -280,6 +297,8 @@ def test_wrong_calls_name_the_fix() -> None:
         reflection.service([ORDERS], pool=object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"trio_h2t\.grpc\.Server"):
         reflection.enable_server_reflection([ORDERS], object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'v1' or 'v1alpha'"):
+        reflection.ReflectionStub(object(), version="v2")  # type: ignore[arg-type]
 
 
 async def test_interop_server_answers_reflection() -> None:

@@ -31,7 +31,8 @@ Needs protobuf 7.x (the ``grpc`` extra).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from contextlib import AbstractAsyncContextManager
 from types import ModuleType
 from typing import Any, final
 
@@ -45,13 +46,21 @@ __all__ = [
     "SERVICE_NAME",
     "SERVICE_NAMES",
     "SERVICE_NAME_V1ALPHA",
+    "ExtensionRequest",
     "ReflectionServicer",
+    "ReflectionStub",
+    "ServerReflectionRequest",
+    "ServerReflectionResponse",
     "enable_server_reflection",
     "service",
 ]
 
 SERVICE_NAME = "grpc.reflection.v1.ServerReflection"
 SERVICE_NAME_V1ALPHA = "grpc.reflection.v1alpha.ServerReflection"
+#: The v1 messages (v1alpha's are the same on the wire: ReflectionStub uses these for both).
+ServerReflectionRequest = reflection_v1_pb2.ServerReflectionRequest
+ServerReflectionResponse = reflection_v1_pb2.ServerReflectionResponse
+ExtensionRequest = reflection_v1_pb2.ExtensionRequest
 #: Both versions' service names: list them with the application's own.
 SERVICE_NAMES = (SERVICE_NAME, SERVICE_NAME_V1ALPHA)
 
@@ -248,3 +257,48 @@ def _names(service_names: Iterable[str]) -> Iterable[str]:
             f"service_names is an iterable of service names, not one name: pass [{service_names!r}]"
         )
     return service_names
+
+
+@final
+class ReflectionStub:
+    """A client of any server's reflection service, on a :class:`trio_h2t.grpc.Channel`.
+
+    ``version`` picks the service, ``"v1"`` (default) or ``"v1alpha"`` (what older
+    servers offer); the messages are the v1 ones either way (the same on the wire).
+    """
+
+    def __init__(self, channel: grpc.Channel, *, version: str = "v1") -> None:
+        names = {"v1": SERVICE_NAME, "v1alpha": SERVICE_NAME_V1ALPHA}
+        if version not in names:
+            raise ValueError(f"version is 'v1' or 'v1alpha', not {version!r}")
+        # Every attribute is immutable after init.
+        self.channel = channel
+        self.version = version
+        self._info: grpc.StreamStreamMethod[
+            reflection_v1_pb2.ServerReflectionRequest, reflection_v1_pb2.ServerReflectionResponse
+        ] = channel.stream_stream(
+            f"/{names[version]}/ServerReflectionInfo",
+            request_serializer=ServerReflectionRequest.SerializeToString,
+            response_deserializer=ServerReflectionResponse.FromString,
+        )
+
+    def ServerReflectionInfo(
+        self,
+        requests: Iterable[reflection_v1_pb2.ServerReflectionRequest]
+        | AsyncIterable[reflection_v1_pb2.ServerReflectionRequest]
+        | None = None,
+        *,
+        timeout: float | None = None,
+        metadata: grpc.MetadataLike = (),
+    ) -> AbstractAsyncContextManager[
+        grpc.Call[
+            reflection_v1_pb2.ServerReflectionRequest, reflection_v1_pb2.ServerReflectionResponse
+        ]
+    ]:
+        """``async with stub.ServerReflectionInfo() as call``: ``send_message`` a
+        request, ``receive_message`` its answer, ``done_writing`` at the end (or pass
+        ``requests`` and iterate the call).
+
+        Checkpoint: entering. On cancellation, or leaving the block: RST_STREAM(CANCEL).
+        """
+        return self._info(requests, timeout=timeout, metadata=metadata)
