@@ -226,6 +226,7 @@ async def test_raw_requests_on_one_stream(pb: ModuleType) -> None:
     for unknown in (got[3], got[7], got[10]):
         assert unknown.WhichOneof("message_response") == "error_response"
         assert unknown.error_response.error_code == NOT_FOUND
+    assert got[3].error_response.error_message == "symbol 'no.such.Thing' not found"
     assert _names(got[4]) == ["shop/money.proto"]
     assert _names(got[5]) == ["shop/orders.proto"]
     assert _names(got[6]) == ["shop/money.proto"]

@@ -31,7 +31,7 @@ Needs protobuf 7.x (the ``grpc`` extra).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from types import ModuleType
 from typing import Any, final
@@ -119,7 +119,7 @@ class ReflectionServicer:
             )
         self.service_names = tuple(sorted(set(names)))  # immutable after init
         # immutable after init
-        self._pools = (pool or descriptor_pool.Default(), *_OWN_POOLS)
+        self._pools = (descriptor_pool.Default() if pool is None else pool, *_OWN_POOLS)
 
     def service(self, method: str) -> grpc.MethodHandler | None:
         """The handler for ``method`` (a path), or None: a grpc.GenericHandler."""
@@ -138,7 +138,11 @@ class ReflectionServicer:
         )
 
     async def _answers(self, pb: ModuleType, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        """One response per request; ``sent`` holds the files this stream has had."""
+        """One response per request; ``sent`` holds the files this stream has had.
+
+        Checkpoint: while waiting for a request. On cancellation (the client reset
+        the stream, the deadline, the server's shutdown): nothing more is sent.
+        """
         sent: set[str] = set()
         async for request in requests:
             response = pb.ServerReflectionResponse(
@@ -158,24 +162,29 @@ class ReflectionServicer:
             for name in self.service_names:
                 response.list_services_response.service.add(name=name)
         elif which == "file_by_filename":
-            files = self._find(lambda p: p.FindFileByName(request.file_by_filename))
+            filename = request.file_by_filename
+            files = self._find(f"file {filename!r}", lambda p: p.FindFileByName(filename))
             self._files(files, response, sent)
         elif which == "file_containing_symbol":
             symbol = request.file_containing_symbol
-            self._files(self._find(lambda p: _file_containing(p, symbol)), response, sent)
+            found = self._find(f"symbol {symbol!r}", lambda p: _file_containing(p, symbol))
+            self._files(found, response, sent)
         elif which == "file_containing_extension":
             ext = request.file_containing_extension
             found = self._find(
+                f"extension {ext.extension_number} of {ext.containing_type!r}",
                 lambda p: (
                     p.FindExtensionByNumber(
                         p.FindMessageTypeByName(ext.containing_type), ext.extension_number
                     ).file
-                )
+                ),
             )
             self._files(found, response, sent)
         elif which == "all_extension_numbers_of_type":
             name = request.all_extension_numbers_of_type
-            pool, message = self._find_with_pool(lambda p: p.FindMessageTypeByName(name))
+            pool, message = self._find_with_pool(
+                f"message type {name!r}", lambda p: p.FindMessageTypeByName(name)
+            )
             numbers = response.all_extension_numbers_response
             numbers.base_type_name = message.full_name
             numbers.extension_number.extend(
@@ -185,17 +194,19 @@ class ReflectionServicer:
             response.error_response.error_code = grpc.StatusCode.INVALID_ARGUMENT.value
             response.error_response.error_message = "the request asks nothing (no message_request)"
 
-    def _find(self, look: Any) -> Any:
-        return self._find_with_pool(look)[1]
+    def _find(self, what: str, look: Callable[[Any], Any]) -> Any:
+        return self._find_with_pool(what, look)[1]
 
-    def _find_with_pool(self, look: Any) -> tuple[descriptor_pool.DescriptorPool, Any]:
-        """``look(pool)`` in the first pool that knows the name, or _NotFound."""
+    def _find_with_pool(
+        self, what: str, look: Callable[[Any], Any]
+    ) -> tuple[descriptor_pool.DescriptorPool, Any]:
+        """``look(pool)`` in the first pool that knows the name, or _NotFound(what)."""
         for pool in self._pools:
             try:
                 return pool, look(pool)
             except KeyError:
                 continue
-        raise _NotFound("not found")
+        raise _NotFound(f"{what} not found")
 
     @staticmethod
     def _files(first: descriptor.FileDescriptor, response: Any, sent: set[str]) -> None:
