@@ -212,6 +212,8 @@ async def test_raw_requests_on_one_stream(pb: ModuleType) -> None:
         R(all_extension_numbers_of_type="shop.v1.Nope"),
         R(file_containing_symbol=f"{pb.DESCRIPTOR.package}.ServerReflection"),  # itself
         R(),
+        R(file_containing_symbol="shop.v1.Money.cents"),  # a field
+        R(file_containing_symbol="shop.v1.EUR"),  # an enum value (in its enum's scope)
     ]
     with trio.fail_after(LIMIT):
         async with _served(_shop_reflection()) as server:
@@ -237,6 +239,7 @@ async def test_raw_requests_on_one_stream(pb: ModuleType) -> None:
         f"grpc/reflection/{pb.DESCRIPTOR.package.split('.')[-1]}/reflection.proto"
     ]
     assert got[12].error_response.error_code == grpc.StatusCode.INVALID_ARGUMENT.value
+    assert _names(got[13]) == _names(got[14]) == ["shop/money.proto"]
 
 
 async def test_each_stream_sends_dependencies_afresh() -> None:
