@@ -16,6 +16,9 @@ asks of it:
   ``x-grpc-test-echo-trailing-bin`` in its trailing metadata (Echo Metadata).
 - UnimplementedCall is not implemented: the server answers UNIMPLEMENTED.
 
+Server reflection (``trio_h2t.grpc.reflection``, v1 and v1alpha) lists TestService
+and the reflection services and describes them from ``test_pb2``'s descriptors.
+
 ``python -m trio_h2t.interop.server --port N`` (0 picks a free port) prints
 ``listening on port N`` once it accepts connections, then serves until killed.
 """
@@ -31,13 +34,15 @@ import trio
 
 import trio_h2t
 from trio_h2t import grpc
+from trio_h2t.grpc import reflection
 
 from . import _leaf
-from .protos import empty_pb2, messages_pb2
+from .protos import empty_pb2, messages_pb2, test_pb2
 
 __all__ = ["SERVICE", "TestService", "main", "serve"]
 
-SERVICE = "grpc.testing.TestService"
+#: test_pb2 registers its descriptor in the default pool, where reflection finds it.
+SERVICE = test_pb2.DESCRIPTOR.services_by_name["TestService"].full_name
 ECHO_INITIAL = "x-grpc-test-echo-initial"
 ECHO_TRAILING = "x-grpc-test-echo-trailing-bin"
 #: The algorithm CompressedResponse uses (grpc core's interop server uses gzip too).
@@ -209,11 +214,12 @@ async def serve(
     host: str | None = None,
     task_status: trio.TaskStatus[trio_h2t.H2Server] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve TestService on TCP ``port`` (0: a free one) until cancelled.
+    """Serve TestService (and reflection) on TCP ``port`` (0: a free one) until cancelled.
 
     Checkpoint: always. On cancellation: the listeners close, connections end.
     """
-    await trio_h2t.serve_tcp(grpc.Server([TestService()]), port, host=host, task_status=task_status)
+    server = grpc.Server([TestService(), reflection.service([SERVICE])])
+    await trio_h2t.serve_tcp(server, port, host=host, task_status=task_status)
 
 
 async def _main(port: int, host: str | None) -> None:
