@@ -163,6 +163,25 @@ def _proxy(kind: str, folder: Path) -> Iterator[Proxy]:
         yield Proxy(port, proc, log, tuple(backends))
     finally:
         _stop_all(procs)
+    _check_quiet(folder)
+
+
+#: Log levels that mean the proxy met something wrong (nginx's error log levels
+#: from [warn] up; haproxy's alerts and warnings on its output).
+_TROUBLE = re.compile(r"\[(warn|error|crit|alert|emerg)\]|\[(ALERT|WARNING)\]")
+
+
+def _check_quiet(folder: Path) -> None:
+    """After the stop: the proxy logged no warning or error, and each backend's
+    stderr is empty (a handler exception would show there)."""
+    for name in ("error.log", "nginx.output", "haproxy.output"):
+        path = folder / name
+        if path.exists():
+            bad = [line for line in path.read_text().splitlines() if _TROUBLE.search(line)]
+            assert bad == [], f"{name}:\n" + "\n".join(bad)
+    for n in range(1, BACKENDS + 1):
+        text = (folder / f"backend{n}.stderr").read_text()
+        assert text == "", f"backend {n} logged:\n{text}"
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,10 @@ in front of three interop backends (tests/proxies/conftest.py; docs/grpc.md)."""
 
 from __future__ import annotations
 
+import pytest
+
 from ._checks import big_client_stream, four_kinds, run_all_cases
-from .conftest import Proxy
+from .conftest import Proxy, binary
 
 #: Cases that cannot pass through nginx, with the reason (none found so far).
 FAILS: dict[str, str] = {}
@@ -34,3 +36,9 @@ async def test_open_channel_four_kinds_through_nginx(nginx: Proxy) -> None:
 async def test_two_mib_client_stream_through_nginx(nginx: Proxy) -> None:
     """A 2 MiB client stream passes through nginx (no request body limit)."""
     await big_client_stream(nginx)
+
+
+def test_a_missing_proxy_fails_the_test_naming_the_package() -> None:
+    """A proxy binary that is not installed fails (never skips) with the apt-get line."""
+    with pytest.raises(pytest.fail.Exception, match=r"apt-get install no-such-proxy"):
+        binary("no-such-proxy")
