@@ -116,3 +116,24 @@ async def big_client_stream(proxy: Proxy) -> None:
             reqs = [M.StreamingInputCallRequest(payload=M.Payload(body=bytes(512 * 1024)))] * 4
             summed = await inp(reqs)
             assert summed.aggregated_payload_size == 2 * 1024 * 1024
+
+
+async def silent_stream_is_cut(proxy: Proxy) -> grpc.RpcError:
+    """A server stream that is silent for 2 s after its first message, through a
+    proxy with a 1 s idle limit: the first message arrives, then the call fails."""
+    with trio.fail_after(PROC_TIMEOUT):
+        async with grpc.open_channel("127.0.0.1", proxy.port) as ch:
+            output = _methods(ch)[1]
+            params = [
+                M.ResponseParameters(size=1),
+                M.ResponseParameters(size=2, interval_us=2_000_000),
+            ]
+            got = []
+            try:
+                async with output(M.StreamingOutputCallRequest(response_parameters=params)) as call:
+                    async for resp in call:
+                        got.append(len(resp.payload.body))
+            except grpc.RpcError as exc:
+                assert got == [1]
+                return exc
+            raise AssertionError(f"the stream was not cut: got {got}")

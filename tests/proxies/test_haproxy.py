@@ -3,7 +3,9 @@ in front of three interop backends (tests/proxies/conftest.py; docs/grpc.md)."""
 
 from __future__ import annotations
 
-from ._checks import big_client_stream, four_kinds, run_all_cases
+from trio_h2t import grpc
+
+from ._checks import big_client_stream, four_kinds, run_all_cases, silent_stream_is_cut
 from .conftest import Proxy
 
 #: Cases that cannot pass through haproxy, with the reason (none found so far).
@@ -34,3 +36,12 @@ async def test_open_channel_four_kinds_through_haproxy(haproxy: Proxy) -> None:
 async def test_two_mib_client_stream_through_haproxy(haproxy: Proxy) -> None:
     """A 2 MiB client stream passes through haproxy (no request body limit)."""
     await big_client_stream(haproxy)
+
+
+async def test_1s_server_timeout_cuts_a_silent_stream(haproxy_1s_server_timeout: Proxy) -> None:
+    """haproxy with `timeout server 1s` ends a server stream silent for 2 s (docs/grpc.md)."""
+    error = await silent_stream_is_cut(haproxy_1s_server_timeout)
+    assert (error.code, error.details) == (
+        grpc.StatusCode.INTERNAL,
+        "the server ended the call without a grpc-status",
+    )

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ._checks import big_client_stream, four_kinds, run_all_cases
+from trio_h2t import grpc
+
+from ._checks import big_client_stream, four_kinds, run_all_cases, silent_stream_is_cut
 from .conftest import Proxy, binary
 
 #: Cases that cannot pass through nginx, with the reason (none found so far).
@@ -42,3 +44,12 @@ def test_a_missing_proxy_fails_the_test_naming_the_package() -> None:
     """A proxy binary that is not installed fails (never skips) with the apt-get line."""
     with pytest.raises(pytest.fail.Exception, match=r"apt-get install no-such-proxy"):
         binary("no-such-proxy")
+
+
+async def test_1s_read_timeout_cuts_a_silent_stream(nginx_1s_read_timeout: Proxy) -> None:
+    """nginx with `grpc_read_timeout 1s` ends a server stream silent for 2 s (docs/grpc.md)."""
+    error = await silent_stream_is_cut(nginx_1s_read_timeout)
+    assert (error.code, error.details) == (
+        grpc.StatusCode.INTERNAL,
+        "stream reset by the server with INTERNAL_ERROR",
+    )
