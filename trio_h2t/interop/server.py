@@ -21,6 +21,9 @@ and the reflection services and describes them from ``test_pb2``'s descriptors.
 
 ``python -m trio_h2t.interop.server --port N`` (0 picks a free port) prints
 ``listening on port N`` once it accepts connections, then serves until killed.
+``--call_log PATH`` appends one line per RPC to PATH (``call /grpc.testing.TestService/X``),
+written before the call is served: tests/proxies/ counts these lines to see that a proxy
+spread the calls over several backend processes.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import argparse
 import functools
 import sys
 from collections.abc import AsyncIterator, Sequence
+from typing import TextIO
 
 import trio
 
@@ -208,37 +212,68 @@ class TestService:
             await _respond(request.response_parameters, context)
 
 
+class _CallLog:
+    """Wraps the gRPC handler: one line per RPC (its ``:path``) to a file, then the call.
+
+    The line is a small write to a local file, made before the call is served (line
+    buffered, so a reader sees it once the call has started).
+    """
+
+    def __init__(self, app: grpc.Server, log: TextIO) -> None:
+        self._app = app  # immutable after init
+        self._log = log  # shared: written only from handler tasks, one whole line at a time
+
+    async def __call__(self, stream: trio_h2t.H2Stream) -> None:
+        """Log the call's path, then serve it.
+
+        Checkpoint: always (the served call's). On cancellation: as the call's.
+        """
+        path = dict(stream.headers or ()).get(b":path", b"?")
+        self._log.write(f"call {path.decode('ascii', 'replace')}\n")
+        await self._app(stream)
+
+
 async def serve(
     port: int,
     *,
     host: str | None = None,
+    call_log: TextIO | None = None,
     task_status: trio.TaskStatus[trio_h2t.H2Server] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve TestService (and reflection) on TCP ``port`` (0: a free one) until cancelled.
+    """Serve TestService (and reflection) on TCP ``port`` (0: a free one) until
+    cancelled; with ``call_log``, one line per RPC is written to it.
 
     Checkpoint: always. On cancellation: the listeners close, connections end.
     """
-    server = grpc.Server([TestService(), reflection.service([SERVICE])])
-    await trio_h2t.serve_tcp(server, port, host=host, task_status=task_status)
+    app = grpc.Server([TestService(), reflection.service([SERVICE])])
+    handler = app if call_log is None else _CallLog(app, call_log)
+    await trio_h2t.serve_tcp(handler, port, host=host, task_status=task_status)
 
 
-async def _main(port: int, host: str | None) -> None:
+async def _main(port: int, host: str | None, call_log: TextIO | None) -> None:
     async with trio.open_nursery() as nursery:
-        server: trio_h2t.H2Server = await nursery.start(functools.partial(serve, port, host=host))
+        server: trio_h2t.H2Server = await nursery.start(
+            functools.partial(serve, port, host=host, call_log=call_log)
+        )
         print(f"listening on port {server.port}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: ``--port N`` (``--use_tls`` is accepted only as false)."""
+    """The command line: ``--port N`` [``--host H``] [``--call_log PATH``] (``--use_tls`` is
+    accepted only as false)."""
     parser = argparse.ArgumentParser(prog="python -m trio_h2t.interop.server")
     parser.add_argument("--port", type=int, required=True, help="TCP port (0: a free one)")
     parser.add_argument("--host", default=None, help="address to bind (default: all)")
     parser.add_argument("--use_tls", default="false", choices=["true", "false"])
+    parser.add_argument("--call_log", default=None, help="append one line per RPC to this file")
     args = parser.parse_args(argv)
     if args.use_tls == "true":
         parser.error("--use_tls=true is not supported (plaintext h2c only)")
+    log = None
     try:
-        trio.run(_main, args.port, args.host)
+        if args.call_log is not None:
+            log = open(args.call_log, "a", buffering=1, encoding="ascii")  # noqa: SIM115
+        trio.run(_main, args.port, args.host, log)
     except BaseException as exc:
         leaf = _leaf(exc)
         if isinstance(leaf, KeyboardInterrupt):  # Ctrl-C: the way to stop it
@@ -250,6 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 1
         raise
+    finally:
+        if log is not None:
+            log.close()
     return 0
 
 
