@@ -1254,6 +1254,8 @@ def open_channel(
     Metadata(metadata)
     check_client_interceptors(interceptors)
     check_bool(insecure_call_credentials, "insecure_call_credentials")
+    if call_credentials is not None:
+        credentials_interceptor(call_credentials, "")  # TypeError if not callable
     if call_credentials is not None and ssl_context is None and not insecure_call_credentials:
         raise ValueError(
             "call_credentials would send their metadata in clear on a channel without TLS:"
