@@ -38,7 +38,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, final
 
-from ._metadata import Metadata, MetadataLike, MetadataValue
+from ._metadata import Metadata, MetadataLike
 from ._status import RpcError, StatusCode
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class ClientCallDetails:
     kind: MethodKind
     #: The call's own metadata (the channel's ``metadata=`` goes out before it);
     #: a list of ``(key, value)`` pairs to read, append to or replace.
-    metadata: list[tuple[str, MetadataValue]]
+    metadata: list[tuple[str, str | bytes]]
     #: The call's timeout in seconds, or None.
     timeout: float | None
 
