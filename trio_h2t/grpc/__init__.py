@@ -32,6 +32,14 @@ from ._framing import (
     MessageDecoder as MessageDecoder,
     encode_message as encode_message,
 )
+from ._interceptors import (
+    CallCredentials as CallCredentials,
+    CallCredentialsContext as CallCredentialsContext,
+    ClientCallDetails as ClientCallDetails,
+    ClientInterceptor as ClientInterceptor,
+    ServerCallDetails as ServerCallDetails,
+    ServerInterceptor as ServerInterceptor,
+)
 from ._metadata import (
     Metadata as Metadata,
     MetadataLike as MetadataLike,
@@ -63,7 +71,11 @@ from ._status import (
 __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_SIZE",
     "Call",
+    "CallCredentials",
+    "CallCredentialsContext",
     "Channel",
+    "ClientCallDetails",
+    "ClientInterceptor",
     "GenericHandler",
     "Metadata",
     "MetadataLike",
@@ -72,6 +84,8 @@ __all__ = [
     "MethodKind",
     "RpcError",
     "Server",
+    "ServerCallDetails",
+    "ServerInterceptor",
     "ServicerContext",
     "StatusCode",
     "StreamStreamMethod",

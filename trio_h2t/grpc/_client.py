@@ -31,7 +31,7 @@ import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any, Generic, NoReturn, TypeVar, final
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar, final
 
 import trio
 
@@ -48,6 +48,14 @@ from ._framing import (
     decompress,
     encode_message,
 )
+from ._interceptors import (
+    CallCredentials,
+    ClientCallDetails,
+    ClientInterceptor,
+    check_client_interceptors,
+    credentials_interceptor,
+    intercepted_call,
+)
 from ._metadata import (
     NO_METADATA,
     Metadata,
@@ -56,6 +64,7 @@ from ._metadata import (
     metadata_from_headers,
     metadata_to_headers,
 )
+from ._server import MethodKind
 from ._status import (
     RpcError,
     StatusCode,
@@ -591,6 +600,28 @@ async def _unwrap_single() -> AsyncIterator[None]:
         raise
 
 
+def _interceptors_of(
+    connection: ClientConnection,
+    interceptors: Sequence[ClientInterceptor],
+    credentials: CallCredentials | None,
+    insecure: bool,
+) -> tuple[ClientInterceptor, ...]:
+    """A channel's interceptor chain: the user's, then the call credentials' (the
+    innermost). Credentials on a plaintext connection are refused unless ``insecure``."""
+    found = check_client_interceptors(interceptors)
+    check_bool(insecure, "insecure_call_credentials")
+    if credentials is None:
+        return found
+    scheme = connection.scheme.decode("ascii")
+    if scheme != "https" and not insecure:
+        raise ValueError(
+            "call_credentials would send their metadata in clear on a channel without TLS:"
+            " give the channel an ssl_context, or pass insecure_call_credentials=True"
+        )
+    base_url = f"{scheme}://{connection.authority.decode('ascii')}"
+    return (*found, credentials_interceptor(credentials, base_url))
+
+
 @final
 class Channel:
     """A gRPC channel over one ``trio_h2t.ClientConnection``.
@@ -602,7 +633,10 @@ class Channel:
     ``max_send_message_size`` (default None: no limit), ``metadata`` sent on every
     call before the call's own, ``buffer_reuse`` (default True: each call's response
     decoder keeps one buffer for messages of 1 KiB and more, see
-    :class:`MessageDecoder`).
+    :class:`MessageDecoder`), ``interceptors`` (client interceptors, the first the
+    outermost), ``call_credentials`` (a callable adding metadata to each call,
+    refused without TLS unless ``insecure_call_credentials=True``): see
+    ``docs/grpc.md``, "Interceptors" and "Call credentials".
 
     There is one connection and no reconnection: calls wait for stream quota (the
     server's MAX_CONCURRENT_STREAMS), as grpcio's ``wait_for_ready`` waits for a
@@ -619,6 +653,9 @@ class Channel:
         max_send_message_size: int | None = None,
         metadata: MetadataLike = (),
         buffer_reuse: bool = True,
+        interceptors: Sequence[ClientInterceptor] = (),
+        call_credentials: CallCredentials | None = None,
+        insecure_call_credentials: bool = False,
     ) -> None:
         if not isinstance(connection, ClientConnection):
             raise TypeError(
@@ -642,6 +679,10 @@ class Channel:
         self._closing = False  # owner: aclose (set once)
         self._active = 0  # owner: the calling tasks (no await between read and write)
         self._idle = trio.Event()  # set when _active drops to 0 while closing
+        # immutable after init: () when none, so a call tests one attribute
+        self._interceptors = _interceptors_of(
+            connection, interceptors, call_credentials, insecure_call_credentials
+        )
 
     def unary_unary(
         self,
@@ -851,6 +892,7 @@ class _CallOpener:
 
 class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
     __slots__ = ("_channel", "_deserializer", "_serializer", "method")
+    _kind: ClassVar[MethodKind]  # what the channel's interceptors are told
 
     def __init__(
         self,
@@ -887,7 +929,18 @@ class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
         Raises (entering): RpcError(UNAVAILABLE) if the channel or connection is
         closed or lost; ValueError for reserved or malformed metadata.
         """
-        return self._channel._open(
+        channel = self._channel
+        if channel._interceptors:
+            details = ClientCallDetails(self.method, self._kind, list(Metadata(metadata)), timeout)
+            serializer, deserializer = self._serializer, self._deserializer
+
+            def open_call(d: ClientCallDetails) -> _CallOpener:
+                return channel._open(
+                    d.method, serializer, deserializer, d.timeout, d.metadata, compression
+                )
+
+            return intercepted_call(channel._interceptors, details, open_call)
+        return channel._open(
             self.method, self._serializer, self._deserializer, timeout, metadata, compression
         )
 
@@ -914,6 +967,8 @@ async def _send_all(call: Call[Any, Any], requests: Iterable[Any] | AsyncIterabl
 class UnaryUnaryMethod(_Method[Req, Resp]):
     """A unary-unary method of a channel (``Channel.unary_unary``)."""
 
+    _kind = MethodKind.UNARY_UNARY
+
     async def __call__(
         self,
         request: Req,
@@ -934,8 +989,13 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         # (no _CallOpener, no bound __aexit__ of a with statement, no coroutine per
         # receiving step). The cyclic collector's work grows with what calls in flight
         # keep (benchmarks/README.md, "Why W1's p99 misses").
-        await trio.lowlevel.checkpoint_if_cancelled()
         channel = self._channel
+        if channel._interceptors:
+            intercepted, _ = await self.with_call(
+                request, timeout=timeout, metadata=metadata, compression=compression
+            )
+            return intercepted
+        await trio.lowlevel.checkpoint_if_cancelled()
         if channel._closing:
             raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
         own, deadline = _deadlines(timeout)
@@ -1024,6 +1084,8 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
 class UnaryStreamMethod(_Method[Req, Resp]):
     """A unary-stream method of a channel (``Channel.unary_stream``)."""
 
+    _kind = MethodKind.UNARY_STREAM
+
     def __call__(
         self,
         request: Req,
@@ -1059,6 +1121,8 @@ class UnaryStreamMethod(_Method[Req, Resp]):
 @final
 class StreamUnaryMethod(_Method[Req, Resp]):
     """A stream-unary method of a channel (``Channel.stream_unary``)."""
+
+    _kind = MethodKind.STREAM_UNARY
 
     async def __call__(
         self,
@@ -1105,6 +1169,8 @@ class StreamUnaryMethod(_Method[Req, Resp]):
 @final
 class StreamStreamMethod(_Method[Req, Resp]):
     """A stream-stream method of a channel (``Channel.stream_stream``)."""
+
+    _kind = MethodKind.STREAM_STREAM
 
     def __call__(
         self,
@@ -1159,6 +1225,9 @@ def open_channel(
     max_send_message_size: int | None = None,
     metadata: MetadataLike = (),
     buffer_reuse: bool = True,
+    interceptors: Sequence[ClientInterceptor] = (),
+    call_credentials: CallCredentials | None = None,
+    insecure_call_credentials: bool = False,
 ) -> AbstractAsyncContextManager[Channel]:
     """Connect (``trio_h2t.open_connection``: h2c, or TLS with ``ssl_context``) and
     give a :class:`Channel` on it: ``async with grpc.open_channel(host, port) as
@@ -1183,6 +1252,20 @@ def open_channel(
     check_size(max_send_message_size, "max_send_message_size")
     check_bool(buffer_reuse, "buffer_reuse")
     Metadata(metadata)
+    check_client_interceptors(interceptors)
+    check_bool(insecure_call_credentials, "insecure_call_credentials")
+    if call_credentials is not None:
+        credentials_interceptor(call_credentials, "")  # TypeError if not callable
+    if call_credentials is not None and ssl_context is None and not insecure_call_credentials:
+        raise ValueError(
+            "call_credentials would send their metadata in clear on a channel without TLS:"
+            " give open_channel an ssl_context, or pass insecure_call_credentials=True"
+        )
+    channel_options: dict[str, Any] = {
+        "interceptors": interceptors,
+        "call_credentials": call_credentials,
+        "insecure_call_credentials": insecure_call_credentials,
+    }
     return AsyncWithOnly(
         _open_channel(
             host,
@@ -1195,6 +1278,7 @@ def open_channel(
             max_send_message_size,
             metadata,
             buffer_reuse,
+            channel_options,
         ),
         "grpc.open_channel(...)",
         "async with grpc.open_channel(host, port) as channel:",
@@ -1213,6 +1297,7 @@ async def _open_channel(
     max_send_message_size: int | None,
     metadata: MetadataLike,
     buffer_reuse: bool,
+    channel_options: dict[str, Any],
 ) -> AsyncIterator[Channel]:
     async with trio_h2t.open_connection(
         host, port, ssl_context=ssl_context, config=config, connect_timeout=connect_timeout
@@ -1224,6 +1309,7 @@ async def _open_channel(
             max_send_message_size=max_send_message_size,
             metadata=metadata,
             buffer_reuse=buffer_reuse,
+            **channel_options,
         )
         yield channel
         await channel.aclose()

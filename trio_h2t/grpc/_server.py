@@ -55,6 +55,12 @@ from ._framing import (
     decompress,
     encode_message,
 )
+from ._interceptors import (
+    ServerCallDetails,
+    ServerInterceptor,
+    check_server_interceptors,
+    run_server_chain,
+)
 from ._metadata import (
     NO_METADATA,
     STATUS_DETAILS_KEY,
@@ -427,8 +433,23 @@ class ServicerContext(metaclass=NoPublicConstructor):
         """
         if self._headers_sent:
             raise RuntimeError("the initial metadata was already sent")
-        self._initial = metadata_to_headers(Metadata(metadata))
+        self._initial = [*self._initial, *metadata_to_headers(Metadata(metadata))]
         await self._send_headers()
+
+    def add_initial_metadata(self, metadata: MetadataLike) -> None:
+        """Metadata for the response headers, sent with them when they go (after
+        any added before; a server interceptor's way to add headers). RuntimeError
+        if the headers were already sent; ValueError for reserved keys."""
+        if self._headers_sent:
+            raise RuntimeError("add_initial_metadata() must come before the response headers")
+        self._initial = [*self._initial, *metadata_to_headers(Metadata(metadata))]
+
+    def add_trailing_metadata(self, metadata: MetadataLike) -> None:
+        """Metadata sent with the status, after what was set or added before
+        (:meth:`set_trailing_metadata` replaces it). ValueError for reserved keys."""
+        md = Metadata(metadata)
+        metadata_to_headers(md)  # check now
+        self._trailing = Metadata([*self._trailing, *md])
 
     async def _send_headers(self) -> None:
         await self._stream.send_headers(self._head_block())
@@ -696,7 +717,8 @@ class Server:
     ``max_send_message_size`` (default None), ``compression`` (the response
     compression when the client accepts it; None), ``buffer_reuse`` (default True:
     each call's request decoder keeps one buffer for messages of 1 KiB and more, see
-    :class:`MessageDecoder`).
+    :class:`MessageDecoder`), ``interceptors`` (server interceptors, the first the
+    outermost; ``docs/grpc.md``, "Interceptors").
 
     Serve it with any trio_h2t server: ``trio_h2t.open_server(server, port)``.
     """
@@ -709,8 +731,11 @@ class Server:
         max_send_message_size: int | None = None,
         compression: str | None = None,
         buffer_reuse: bool = True,
+        interceptors: Sequence[ServerInterceptor] = (),
     ) -> None:
         self.buffer_reuse = check_bool(buffer_reuse, "buffer_reuse")  # immutable after init
+        # immutable after init: () when none, so a call tests one attribute
+        self._interceptors = check_server_interceptors(interceptors)
         # immutable after init
         self.max_receive_message_size = check_size(
             max_receive_message_size, "max_receive_message_size"
@@ -831,6 +856,22 @@ class Server:
             return f"unknown method {path.rsplit('/', 1)[-1]} for service {service}"
         return f"unknown service {service}"
 
+    async def _intercepted(
+        self,
+        method: MethodHandler,
+        stream: H2Stream,
+        encoding: str | None,
+        context: ServicerContext,
+    ) -> None:
+        """Run the call's handler through the server's interceptors."""
+        requests = self._requests(stream, encoding, method, context)
+        details = ServerCallDetails(context.method, method.kind, context)
+
+        async def handler() -> None:
+            await _dispatch(method, requests, context)
+
+        await run_server_chain(self._interceptors, details, handler)
+
     async def __call__(self, stream: H2Stream) -> None:
         """Serve one RPC on ``stream`` (the trio_h2t handler).
 
@@ -930,7 +971,9 @@ class Server:
             if scope is not None:
                 scope.__enter__()
             try:
-                if method.kind is MethodKind.UNARY_UNARY:
+                if self._interceptors:
+                    await self._intercepted(method, stream, encoding, context)
+                elif method.kind is MethodKind.UNARY_UNARY:
                     # _dispatch's first case, inline: one coroutine less per call. The
                     # _Requests (and its decoder) is a temporary: nothing keeps it
                     # while the handler runs.
