@@ -26,10 +26,12 @@ A run is ``--rounds`` rounds; each round runs every workload on every pair, in a
 order rotated round by round, each run a fresh server and client process. Both
 clients warm up ``--warmup`` seconds then measure ``--duration`` seconds and print
 grpc-go's client lines (``qps: N``, ``Latency: (50/90/99 %ile): ...``); the trio_h2t
-client also prints ``START`` at the window's start. The runner reads each process's
-CPU time (``/proc/PID/stat``; for the client, its ``wait4`` resource usage at exit) at
-the window's start (the ``START`` line, or the grpc-go client's start + warmup) and at
-the client's exit, so CPU per call is over the window only (plus the client's exit).
+client also prints ``START`` and ``END`` at the window's edges. The runner reads each
+process's CPU time (``/proc/PID/stat``) at the window's start (the ``START`` line, or
+the grpc-go client's start + warmup) and at its end (the ``END`` line; for the grpc-go
+client, its exit, with its ``wait4`` resource usage: that includes writing its CPU and
+heap profiles, a few ms, and its CPU profiler runs all along), so CPU per call is
+over the window.
 
 Printed per workload and pair: medians over the rounds of QPS, p50/p99 (as the client
 reports them), server and client CPU µs per call; then each pair against ``go/go``:
@@ -257,6 +259,8 @@ async def trio_client(args: argparse.Namespace) -> None:
                 nursery.start_soon(worker)
             await trio.sleep_until(trio.current_time() + args.warmup)
             mark("START")
+            await trio.sleep(args.duration)
+            mark("END")
     if bad[0]:
         raise SystemExit(f"{bad[0]} responses had the wrong payload size")
     ordered = sorted(latencies)
@@ -372,16 +376,25 @@ def one_run(
             cmd, stdout=subprocess.PIPE, text=True, env=role_env(), cwd=scratch
         )
         assert client.stdout is not None
-        head = ""
-        if client_kind == "go":
+        lines: list[str] = []
+
+        def read_until(word: str) -> None:
+            assert client.stdout is not None
+            while (line_ := client.stdout.readline()) and line_.strip() != word:
+                lines.append(line_)
+
+        if client_kind == "go":  # its window starts `-w` seconds after it connects
             time.sleep(max(0.0, started + args.warmup - time.monotonic()))
         else:
-            while (line_ := client.stdout.readline()) and line_.strip() != "START":
-                head += line_
+            read_until("START")
         client_cpu0, server_cpu0 = proc_cpu(client.pid), proc_cpu(server.pid)
-        output = head + client.stdout.read()
-        server_cpu1 = proc_cpu(server.pid)
+        if client_kind == "trio":
+            read_until("END")
+            client_cpu1, server_cpu1 = proc_cpu(client.pid), proc_cpu(server.pid)
+        output = "".join(lines) + client.stdout.read()
         _, status, usage = os.wait4(client.pid, 0)
+        if client_kind == "go":  # up to its exit (its profiles written: a few ms)
+            client_cpu1, server_cpu1 = usage.ru_utime + usage.ru_stime, proc_cpu(server.pid)
         client.returncode = os.waitstatus_to_exitcode(status)
         if client.returncode != 0:
             raise RuntimeError(f"{pair} {workload}: the client exited {client.returncode}")
@@ -397,7 +410,7 @@ def one_run(
             server.wait()
     result: dict[str, Any] = {"pair": pair, "workload": workload} | parse_client(output)
     calls = result["qps"] * args.duration
-    client_cpu = usage.ru_utime + usage.ru_stime - client_cpu0
+    client_cpu = client_cpu1 - client_cpu0
     result["calls"] = calls
     result["server_cpu_us"] = (server_cpu1 - server_cpu0) / calls * 1e6 if calls else math.nan
     result["client_cpu_us"] = client_cpu / calls * 1e6 if calls else math.nan
