@@ -486,6 +486,44 @@ def test_grpc_codec_compares_reuse_on_and_off(tmp_path: Path) -> None:
         assert set(r) >= {"allocs_per_op", "bytes_per_op", "tracemalloc_peak"}
 
 
+def test_grpc_go_without_the_go_commands_names_the_build_script(tmp_path: Path) -> None:
+    """benchmarks/grpc_go.py fails, naming the build script, when grpc-go is not on PATH."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "grpc_go.py"), "--quick"],
+        env=dict(os.environ, PYTHONPATH=str(ROOT), PATH=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=PROC_TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "grpc-go-bench-client, grpc-go-bench-server not on PATH" in proc.stderr
+    assert "build-conformance-tools.sh" in proc.stderr
+
+
+@pytest.mark.parametrize("workload", ["unary", "streaming"])
+def test_grpc_go_trio_pair_runs_the_benchmark_service(tmp_path: Path, workload: str) -> None:
+    """grpc_go.py's trio_h2t client and server speak grpc.testing.BenchmarkService (no grpc-go)."""
+    out = tmp_path / "go.json"
+    options = ["--workload", workload, "--rounds", "1", "--duration", "1", "--json", str(out)]
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "grpc_go.py"), "--pair", "trio/trio", *options],
+        env=dict(os.environ, PYTHONPATH=str(ROOT), PATH=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=PROC_TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (run_,) = json.loads(out.read_text())["runs"]
+    assert (run_["pair"], run_["workload"]) == ("trio/trio", workload)
+    assert run_["qps"] > 0
+    assert 0 < run_["p50_ms"] <= run_["p99_ms"]
+    assert 0 < run_["server_cpu_us"] < 100_000
+    assert 0 < run_["client_cpu_us"] < 100_000
+    assert "load average at start" in proc.stdout
+
+
 def test_send_allocs_counts_the_send_path_without_a_payload_copy() -> None:
     """benchmarks/send_allocs.py reports each payload kind; a 16 KiB write asks the
     allocators for far fewer bytes than its payload: the send path copies none of it
