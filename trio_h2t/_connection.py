@@ -179,6 +179,9 @@ class ConnectionCore:
         # shared: entered once by the reader around its loop; cancelled by
         # run_loopy on exit (nothing more can be written, so stop reading).
         self.reader_scope = trio.CancelScope()
+        # shared: set by the reader when its run ends, however it ends; the client's
+        # clean close (_linger.py) reads the transport only after that.
+        self.reader_stopped = trio.Event()
 
         # -- stream quota (client): how many more streams the peer allows us
         # owner: reader (set_peer_max_streams); grpc-go's default until the first SETTINGS.
