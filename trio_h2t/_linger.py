@@ -60,6 +60,9 @@ async def close_cleanly(core: ConnectionCore) -> None:
     Does nothing if the close was not graceful (the connection failed, a write
     broke) or the server already hung up (``eof_seen``: nothing is left unread).
 
+    Two tasks closing the same connection (``aclose`` in a task while the block
+    exits) read once: the second waits for the first.
+
     Checkpoint: always. On cancellation: stops at once; the caller closes the
     transport (the kernel may then send a RST).
     """
@@ -67,6 +70,19 @@ async def close_cleanly(core: ConnectionCore) -> None:
     if not core.closing or core.eof_seen or loopy.io_failed or loopy.write_cut:
         await trio.lowlevel.checkpoint()
         return
+    if core.clean_close is not None:
+        # Another task closes (aclose in a task, and the block's exit): one reads.
+        await core.clean_close.wait()
+        return
+    over = core.clean_close = trio.Event()
+    try:
+        await _half_close_and_read(core)
+    finally:
+        over.set()
+
+
+async def _half_close_and_read(core: ConnectionCore) -> None:
+    """``close_cleanly``'s one reader: wait out the reader, send_eof, linger."""
     transport = core.transport
     with trio.move_on_after(LINGER):
         # The reader was cancelled when loopy stopped; wait until it is out of
