@@ -15,15 +15,23 @@ asks of it:
 - Every method echoes ``x-grpc-test-echo-initial`` in its initial metadata and
   ``x-grpc-test-echo-trailing-bin`` in its trailing metadata (Echo Metadata).
 - UnimplementedCall is not implemented: the server answers UNIMPLEMENTED.
+- ``fill_server_id`` (UnaryCall) puts the serving process's pid in ``server_id``:
+  which worker answered.
 
 ``python -m trio_h2t.interop.server --port N`` (0 picks a free port) prints
 ``listening on port N`` once it accepts connections, then serves until killed.
+With ``--workers N`` it runs N worker processes on that one port (``SO_REUSEPORT``)
+under the transport's supervisor (``trio_h2t/_workers.py``, as ``trio-h2t serve
+--workers``): it prints ``serving on http://HOST:PORT`` once all listen, restarts a
+worker that dies, and on SIGTERM or SIGINT drains every worker (the calls in
+progress finish, within ``graceful_close_timeout``) and exits.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from collections.abc import AsyncIterator, Sequence
 
@@ -131,7 +139,10 @@ class TestService:
         _check_status(
             request.response_status if request.HasField("response_status") else None, context
         )
-        return SimpleResponse(payload=_payload(request.response_size))
+        response = SimpleResponse(payload=_payload(request.response_size))
+        if request.fill_server_id:
+            response.server_id = str(os.getpid())
+        return response
 
     @grpc.rpc(
         "unary_stream",
@@ -222,17 +233,48 @@ async def _main(port: int, host: str | None) -> None:
         print(f"listening on port {server.port}", flush=True)
 
 
+def _supervise(port: int, host: str | None, workers: int) -> int:
+    """``--workers N``: N ``--worker`` processes on one port under the transport's
+    supervisor (``trio_h2t.supervise_workers``); its exit status."""
+    bind = host or "0.0.0.0"
+
+    def command(real_port: int) -> list[str]:
+        argv = [sys.executable, "-m", "trio_h2t.interop.server", "--worker"]
+        return [*argv, "--host", bind, "--port", str(real_port)]
+
+    return trio.run(
+        functools.partial(trio_h2t.supervise_workers, command, workers, host=bind, port=port)
+    )
+
+
+async def _worker(port: int, host: str | None) -> None:
+    """One worker of ``--workers`` (``trio_h2t.serve_worker``)."""
+    await trio_h2t.serve_worker(grpc.Server([TestService()]), port, host=host or "0.0.0.0")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: ``--port N`` (``--use_tls`` is accepted only as false)."""
+    """The command line: ``--port N`` (``--use_tls`` is accepted only as false),
+    ``--workers N``."""
     parser = argparse.ArgumentParser(prog="python -m trio_h2t.interop.server")
     parser.add_argument("--port", type=int, required=True, help="TCP port (0: a free one)")
     parser.add_argument("--host", default=None, help="address to bind (default: all)")
     parser.add_argument("--use_tls", default="false", choices=["true", "false"])
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes sharing the port (SO_REUSEPORT), supervised; default 1",
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.use_tls == "true":
         parser.error("--use_tls=true is not supported (plaintext h2c only)")
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
     try:
-        trio.run(_main, args.port, args.host)
+        if args.workers > 1:
+            return _supervise(args.port, args.host, args.workers)
+        trio.run(_worker if args.worker else _main, args.port, args.host)
     except BaseException as exc:
         leaf = _leaf(exc)
         if isinstance(leaf, KeyboardInterrupt):  # Ctrl-C: the way to stop it
