@@ -68,6 +68,7 @@ from ._stream import H2Stream as H2Stream
 from ._streamview import H2StreamView as H2StreamView
 from ._util import fixup_module_metadata as _fixup_module_metadata
 from ._version import __version__ as __version__
+from ._workerpool import serve_worker as serve_worker, supervise_workers as supervise_workers
 
 __all__ = [
     "CancelReason",
@@ -103,6 +104,8 @@ __all__ = [
     "serve_connection",
     "serve_listeners",
     "serve_tcp",
+    "serve_worker",
+    "supervise_workers",
 ]
 
 _fixup_module_metadata(__name__, globals())

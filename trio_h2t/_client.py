@@ -25,6 +25,7 @@ from ._exceptions import (
 from ._headers import PERCENT_ENCODE_HINT, BodyRule
 from ._items import StartStream
 from ._keepalive import client_keepalive_enabled, run_client_keepalive
+from ._linger import close_cleanly
 from ._messages import Response
 from ._reader import Reader
 from ._statistics import ConnectionStatistics
@@ -360,6 +361,7 @@ class ClientConnection(metaclass=NoPublicConstructor):
         """
         try:
             await self._core.graceful_close()
+            await close_cleanly(self._core)
         finally:
             await trio.aclose_forcefully(self._core.transport)
 
@@ -406,6 +408,7 @@ async def open_client_connection(
     check_ascii("scheme", scheme)
     config = resolve_config(config)
     core = ConnectionCore(transport, client_side=True, config=config)
+    graceful = False
     try:
         async with unwrap_single(), trio.open_nursery() as nursery:
             await core.send_preface()
@@ -441,7 +444,11 @@ async def open_client_connection(
             else:
                 with trio.CancelScope(shield=True):
                     await core.graceful_close()
+                graceful = True
             nursery.cancel_scope.cancel()
+        if graceful:
+            # Not shielded: a cancelled close closes at once (_linger.py).
+            await close_cleanly(core)
     finally:
         await trio.aclose_forcefully(transport)
 

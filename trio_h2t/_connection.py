@@ -179,6 +179,12 @@ class ConnectionCore:
         # shared: entered once by the reader around its loop; cancelled by
         # run_loopy on exit (nothing more can be written, so stop reading).
         self.reader_scope = trio.CancelScope()
+        # shared: set by the reader when its run ends, however it ends; the client's
+        # clean close (_linger.py) reads the transport only after that.
+        self.reader_stopped = trio.Event()
+        # shared: created once by the first task that runs the client's clean close
+        # (_linger.close_cleanly), set when it is over; a second closer waits for it.
+        self.clean_close: trio.Event | None = None
 
         # -- stream quota (client): how many more streams the peer allows us
         # owner: reader (set_peer_max_streams); grpc-go's default until the first SETTINGS.

@@ -277,6 +277,8 @@ class Reader:
                     core.fail(err)
         except Exception as exc:
             core.fault(exc, "the connection's reader")
+        finally:
+            core.reader_stopped.set()
 
     async def _read_loop(self) -> None:
         """``run``'s loop: returns after a protocol error or a transport fault; raises

@@ -39,6 +39,10 @@ from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
 from ._items import Data, Headers, ResetStream
 from ._keepalive import run_server_keepalive, server_keepalive_enabled
+from ._linger import (
+    LINGER as LINGER,  # re-exported for the tests' bounds
+    linger,
+)
 from ._messages import TLSInfo
 from ._reader import Reader
 from ._sniff import sniff_preface
@@ -573,24 +577,9 @@ def _only(group: BaseExceptionGroup[Any]) -> BaseException:
     return exc
 
 
-#: Seconds a server waits, after closing a connection gracefully, for the client to
-#: hang up (Go's HTTP/2 server waits about 1 s too).
-LINGER = 1.0
-
-
-async def _linger(transport: trio.abc.Stream) -> None:
-    """Read and discard until the client hangs up, for at most ``LINGER`` seconds.
-
-    Closing at once, with the client's last frames (WINDOW_UPDATEs for the response
-    it is still reading) unread, makes the kernel answer with a TCP RST, and a client
-    whose next write then fails may lose the tail of a response already sent.
-    """
-    with trio.move_on_after(LINGER):
-        try:
-            while await transport.receive_some(65536):
-                pass
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+#: The server's lingering close, a module global so that tests can swap it
+#: (tests/test_connection_faults.py).
+_linger = linger
 
 
 def _tcp_port(listener: trio.abc.Listener[Any]) -> int | None:

@@ -15,6 +15,8 @@ asks of it:
 - Every method echoes ``x-grpc-test-echo-initial`` in its initial metadata and
   ``x-grpc-test-echo-trailing-bin`` in its trailing metadata (Echo Metadata).
 - UnimplementedCall is not implemented: the server answers UNIMPLEMENTED.
+- ``fill_server_id`` (UnaryCall) puts the serving process's pid in ``server_id``:
+  which worker answered.
 
 Server reflection (``trio_h2t.grpc.reflection``, v1 and v1alpha) lists TestService
 and the reflection services and describes them from ``test_pb2``'s descriptors.
@@ -24,12 +26,18 @@ and the reflection services and describes them from ``test_pb2``'s descriptors.
 ``--call_log PATH`` appends one line per RPC to PATH (``call /grpc.testing.TestService/X``),
 written before the call is served: tests/proxies/ counts these lines to see that a proxy
 spread the calls over several backend processes.
+With ``--workers N`` it runs N worker processes on that one port (``SO_REUSEPORT``)
+under the transport's supervisor (``trio_h2t/_workers.py``, as ``trio-h2t serve
+--workers``): it prints ``serving on http://HOST:PORT`` once all listen, restarts a
+worker that dies, and on SIGTERM or SIGINT drains every worker (the calls in
+progress finish, within ``graceful_close_timeout``) and exits.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import TextIO
@@ -140,7 +148,10 @@ class TestService:
         _check_status(
             request.response_status if request.HasField("response_status") else None, context
         )
-        return SimpleResponse(payload=_payload(request.response_size))
+        response = SimpleResponse(payload=_payload(request.response_size))
+        if request.fill_server_id:
+            response.server_id = str(os.getpid())
+        return response
 
     @grpc.rpc(
         "unary_stream",
@@ -245,9 +256,13 @@ async def serve(
 
     Checkpoint: always. On cancellation: the listeners close, connections end.
     """
+    await trio_h2t.serve_tcp(_handler(call_log), port, host=host, task_status=task_status)
+
+
+def _handler(call_log: TextIO | None) -> trio_h2t.Handler:
+    """TestService and reflection, with the call log when one is given."""
     app = grpc.Server([TestService(), reflection.service([SERVICE])])
-    handler = app if call_log is None else _CallLog(app, call_log)
-    await trio_h2t.serve_tcp(handler, port, host=host, task_status=task_status)
+    return app if call_log is None else _CallLog(app, call_log)
 
 
 async def _main(port: int, host: str | None, call_log: TextIO | None) -> None:
@@ -258,22 +273,53 @@ async def _main(port: int, host: str | None, call_log: TextIO | None) -> None:
         print(f"listening on port {server.port}", flush=True)
 
 
+def _supervise(port: int, host: str | None, workers: int, call_log: str | None) -> int:
+    """``--workers N``: N ``--worker`` processes on one port under the transport's
+    supervisor (``trio_h2t.supervise_workers``); its exit status."""
+    bind = host or "0.0.0.0"
+
+    def command(real_port: int) -> list[str]:
+        argv = [sys.executable, "-m", "trio_h2t.interop.server", "--worker"]
+        argv += ["--host", bind, "--port", str(real_port)]
+        return argv if call_log is None else [*argv, "--call_log", call_log]
+
+    return trio.run(
+        functools.partial(trio_h2t.supervise_workers, command, workers, host=bind, port=port)
+    )
+
+
+async def _worker(port: int, host: str | None, call_log: TextIO | None) -> None:
+    """One worker of ``--workers`` (``trio_h2t.serve_worker``)."""
+    await trio_h2t.serve_worker(_handler(call_log), port, host=host or "0.0.0.0")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: ``--port N`` [``--host H``] [``--call_log PATH``] (``--use_tls`` is
-    accepted only as false)."""
+    """The command line: ``--port N`` [``--host H``] [``--call_log PATH``]
+    [``--workers N``] (``--use_tls`` is accepted only as false)."""
     parser = argparse.ArgumentParser(prog="python -m trio_h2t.interop.server")
     parser.add_argument("--port", type=int, required=True, help="TCP port (0: a free one)")
     parser.add_argument("--host", default=None, help="address to bind (default: all)")
     parser.add_argument("--use_tls", default="false", choices=["true", "false"])
     parser.add_argument("--call_log", default=None, help="append one line per RPC to this file")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes sharing the port (SO_REUSEPORT), supervised; default 1",
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.use_tls == "true":
         parser.error("--use_tls=true is not supported (plaintext h2c only)")
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
     log = None
     try:
+        if args.workers > 1:
+            return _supervise(args.port, args.host, args.workers, args.call_log)
         if args.call_log is not None:
             log = open(args.call_log, "a", buffering=1, encoding="ascii")  # noqa: SIM115
-        trio.run(_main, args.port, args.host, log)
+        trio.run(_worker if args.worker else _main, args.port, args.host, log)
     except BaseException as exc:
         leaf = _leaf(exc)
         if isinstance(leaf, KeyboardInterrupt):  # Ctrl-C: the way to stop it
