@@ -18,6 +18,7 @@ See ``docs/grpc.md``.
 
 import contextlib
 
+from ._backoff import ConnectionBackoff as ConnectionBackoff
 from ._client import (
     Call as Call,
     Channel as Channel,
@@ -59,11 +60,13 @@ from ._status import (
     status_from_http as status_from_http,
     status_from_rst as status_from_rst,
 )
+from ._target import Target as Target, parse_target as parse_target
 
 __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_SIZE",
     "Call",
     "Channel",
+    "ConnectionBackoff",
     "GenericHandler",
     "Metadata",
     "MetadataLike",
@@ -76,6 +79,7 @@ __all__ = [
     "StatusCode",
     "StreamStreamMethod",
     "StreamUnaryMethod",
+    "Target",
     "UnaryStreamMethod",
     "UnaryUnaryMethod",
     "decode_grpc_message",
@@ -84,6 +88,7 @@ __all__ = [
     "encode_timeout",
     "method_handlers_generic_handler",
     "open_channel",
+    "parse_target",
     "parse_timeout",
     "rpc",
     "status_from_http",
