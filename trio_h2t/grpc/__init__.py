@@ -19,6 +19,7 @@ See ``docs/grpc.md``.
 import contextlib
 
 from ._backoff import ConnectionBackoff as ConnectionBackoff
+from ._balancer import ConnectivityState as ConnectivityState
 from ._client import (
     Call as Call,
     Channel as Channel,
@@ -67,6 +68,7 @@ __all__ = [
     "Call",
     "Channel",
     "ConnectionBackoff",
+    "ConnectivityState",
     "GenericHandler",
     "Metadata",
     "MetadataLike",
