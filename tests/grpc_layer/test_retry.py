@@ -1,0 +1,173 @@
+"""Retries against a real trio_h2t.grpc server on 127.0.0.1 (_retrying.py, gRFC A6)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+import trio
+import trio.testing
+
+import trio_h2t
+from trio_h2t import grpc
+from trio_h2t.grpc._retry import CallRetryState, RetryThrottle
+from trio_h2t.grpc._retrying import run_with_retries, unary_unary_attempt
+
+CONFIG = grpc.parse_service_config(
+    {
+        "methodConfig": [
+            {
+                "name": [{"service": "test.Flaky"}],
+                "retryPolicy": {
+                    "maxAttempts": 4,
+                    "initialBackoff": "0.01s",
+                    "maxBackoff": "0.05s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ],
+        "retryThrottling": {"maxTokens": 4, "tokenRatio": 0.5},
+    }
+)
+_POLICY = CONFIG.method_config("/test.Flaky/Fail").retry_policy
+assert _POLICY is not None
+POLICY: grpc.RetryPolicy = _POLICY
+
+
+class Flaky:
+    """Fails with the status the request names, ``failures`` times, then echoes."""
+
+    SERVICE_NAME = "test.Flaky"
+
+    def __init__(self, failures: int, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE) -> None:
+        self.failures = failures
+        self.code = code
+        self.pushback: str | None = None
+        self.previous: list[str | bytes | None] = []
+
+    @grpc.rpc()
+    async def Fail(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        self.previous.append(context.invocation_metadata.get("grpc-previous-rpc-attempts"))
+        if len(self.previous) <= self.failures:
+            trailing = [] if self.pushback is None else [("grpc-retry-pushback-ms", self.pushback)]
+            raise grpc.RpcError(self.code, "try again", trailing_metadata=trailing)
+        return request
+
+    @grpc.rpc()
+    async def Headers(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        self.previous.append(context.invocation_metadata.get("grpc-previous-rpc-attempts"))
+        await context.send_initial_metadata([("x-sent", "1")])
+        raise grpc.RpcError(grpc.StatusCode.UNAVAILABLE, "after headers")
+
+
+@asynccontextmanager
+async def _channel(servicer: Flaky) -> AsyncIterator[grpc.Channel]:
+    async with (
+        trio_h2t.open_server(grpc.Server([servicer]), 0, host="127.0.0.1") as server,
+        grpc.open_channel("127.0.0.1", server.port) as channel,
+    ):
+        yield channel
+
+
+async def _call(
+    channel: grpc.Channel,
+    state: CallRetryState,
+    method: str = "/test.Flaky/Fail",
+    timeout: float | None = 5,  # noqa: ASYNC109 (the call's deadline, sent as grpc-timeout)
+) -> bytes:
+    attempt = unary_unary_attempt(channel.unary_unary(method), b"hi")
+    result: bytes = await run_with_retries(state, attempt, timeout=timeout)
+    return result
+
+
+async def test_two_failures_then_success() -> None:
+    """UNAVAILABLE twice, then OK: three attempts, previous-attempts 1 and 2 sent."""
+    servicer = Flaky(2)
+    with trio.fail_after(5):
+        async with _channel(servicer) as channel:
+            state = CallRetryState(POLICY)
+            assert await _call(channel, state) == b"hi"
+    assert servicer.previous == [None, "1", "2"]
+    assert state.attempts == 3
+
+
+async def test_non_retryable_code_not_retried() -> None:
+    """INTERNAL is not in retryableStatusCodes: one attempt, its error raised."""
+    servicer = Flaky(5, grpc.StatusCode.INTERNAL)
+    with trio.fail_after(5):
+        async with _channel(servicer) as channel:
+            with pytest.raises(grpc.RpcError) as info:
+                await _call(channel, CallRetryState(POLICY))
+    assert info.value.code == grpc.StatusCode.INTERNAL
+    assert info.value.details == "try again (1 attempt)"
+    assert servicer.previous == [None]
+
+
+async def test_max_attempts_honoured() -> None:
+    """Always UNAVAILABLE: exactly maxAttempts (4) attempts, the count in details."""
+    servicer = Flaky(100)
+    with trio.fail_after(5):
+        async with _channel(servicer) as channel:
+            with pytest.raises(grpc.RpcError) as info:
+                await _call(channel, CallRetryState(POLICY))
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
+    assert info.value.details == "try again (4 attempts)"
+    assert servicer.previous == [None, "1", "2", "3"]
+
+
+async def test_pushback_delays_and_negative_stops() -> None:
+    """A pushback of 300 ms delays the retry that long; a negative one stops retrying."""
+    servicer = Flaky(1)
+    servicer.pushback = "300"
+    with trio.fail_after(5):
+        async with _channel(servicer) as channel:
+            start = trio.current_time()
+            assert await _call(channel, CallRetryState(POLICY)) == b"hi"
+            assert trio.current_time() - start >= 0.3
+            servicer.previous.clear()
+            servicer.pushback = "-1"
+            with pytest.raises(grpc.RpcError, match=r"\(1 attempt\)"):
+                await _call(channel, CallRetryState(POLICY))
+    assert servicer.previous == [None]
+
+
+async def test_throttling_stops_retries() -> None:
+    """With maxTokens 4, after the bucket falls to half, failing calls are not retried."""
+    assert CONFIG.retry_throttling is not None
+    throttle = RetryThrottle(CONFIG.retry_throttling)
+    servicer = Flaky(100)
+    with trio.fail_after(5):
+        async with _channel(servicer) as channel:
+            with pytest.raises(grpc.RpcError, match=r"\(2 attempts\)"):
+                await _call(channel, CallRetryState(POLICY, throttle=throttle))
+            servicer.previous.clear()
+            with pytest.raises(grpc.RpcError, match=r"\(1 attempt\)"):
+                await _call(channel, CallRetryState(POLICY, throttle=throttle))
+    assert servicer.previous == [None]
+    assert throttle.tokens == 1
+
+
+async def test_headers_commit_the_call() -> None:
+    """A failure after response headers is not retried."""
+    servicer = Flaky(0)
+    with trio.fail_after(5):
+        async with _channel(servicer) as channel:
+            with pytest.raises(grpc.RpcError, match=r"after headers \(1 attempt\)"):
+                await _call(channel, CallRetryState(POLICY), "/test.Flaky/Headers")
+    assert servicer.previous == [None]
+
+
+async def test_deadline_bounds_the_sequence() -> None:
+    """The timeout covers every attempt and backoff: DEADLINE_EXCEEDED when it passes."""
+    servicer = Flaky(100)
+    servicer.pushback = "10000"  # each retry would wait 10 s
+    with trio.fail_after(5):
+        async with _channel(servicer) as channel:
+            start = trio.current_time()
+            with pytest.raises(grpc.RpcError) as info:
+                await _call(channel, CallRetryState(POLICY), timeout=0.3)
+            assert trio.current_time() - start < 2
+    assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert servicer.previous == [None]

@@ -1,0 +1,123 @@
+"""The retry loop: drives a call's attempts under a retry policy (gRFC A6).
+
+Theory of operation
+-------------------
+:func:`run_with_retries` knows nothing of streams: it calls an *attempt* callable
+``attempt(metadata, timeout, state)`` once per attempt, with the extra metadata that
+attempt carries (``grpc-previous-rpc-attempts`` from the second on), the seconds left
+of the whole call's deadline (None without one), and the call's
+:class:`~trio_h2t.grpc._retry.CallRetryState`. The attempt returns the call's
+result, or raises :class:`RpcError`; it calls ``state.on_headers()`` when response
+headers (not trailers-only) arrive, which commits the call. After a failure the
+state (``_retry.py``) says whether and after what delay to try again; the loop sleeps
+that long and repeats. The deadline bounds the whole sequence, backoff sleeps
+included: when it passes, the call fails with DEADLINE_EXCEEDED. The final failure's
+details end with how many attempts were made (``"... (3 attempts)"``).
+
+:func:`unary_unary_attempt` is the attempt of a unary-unary call, built on the public
+:class:`Call` API, so that the channel's call path needs only to choose it when a
+method has a retry policy. (Where the channel picks a connection per attempt, it
+builds its own attempt callable the same way.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import trio
+
+from ._metadata import Metadata, MetadataLike
+from ._retry import PUSHBACK_HEADER, CallRetryState
+from ._status import RpcError, StatusCode
+
+__all__: list[str] = []  # private: the call path's helper
+
+T = TypeVar("T")
+
+#: ``attempt(extra_metadata, timeout_left, state) -> result``.
+Attempt = Callable[[list[tuple[str, str]], float | None, CallRetryState], Awaitable[T]]
+
+
+async def run_with_retries(
+    state: CallRetryState,
+    attempt: Attempt[T],
+    *,
+    timeout: float | None = None,  # noqa: ASYNC109 (bounds all attempts; sent as grpc-timeout)
+) -> T:
+    """Run ``attempt`` until it succeeds or ``state`` says no more; return its result.
+
+    ``timeout`` (seconds) bounds all attempts and the waits between them.
+
+    Checkpoint: always (each attempt does). On cancellation: the attempt in
+    progress is cancelled as it handles cancellation (RST_STREAM(CANCEL)); no
+    further attempt starts.
+
+    Raises:
+        RpcError: the last attempt's status, its details ending with the number of
+            attempts; DEADLINE_EXCEEDED when ``timeout`` passes.
+    """
+    deadline = math.inf if timeout is None else trio.current_time() + timeout
+    with trio.CancelScope(deadline=deadline) as scope:
+        while True:
+            extra = state.start_attempt()
+            left = None if timeout is None else max(deadline - trio.current_time(), 0.0)
+            try:
+                result = await attempt(extra, left, state)
+            except RpcError as exc:
+                pushback = exc.trailing_metadata.get(PUSHBACK_HEADER)
+                delay = state.on_failure(exc.code, pushback if isinstance(pushback, str) else None)
+                if delay is None:
+                    raise _counted(exc, state.attempts) from exc
+                await trio.sleep(delay)
+                continue
+            state.on_success()
+            return result
+    assert scope.cancelled_caught
+    state.commit()
+    raise RpcError(StatusCode.DEADLINE_EXCEEDED, f"Deadline Exceeded ({state.attempts} attempts)")
+
+
+def _counted(exc: RpcError, attempts: int) -> RpcError:
+    noun = "attempt" if attempts == 1 else "attempts"
+    details = f"{exc.details} ({attempts} {noun})" if exc.details else f"({attempts} {noun})"
+    return RpcError(
+        exc.code,
+        details,
+        trailing_metadata=exc.trailing_metadata,
+        initial_metadata=exc.initial_metadata,
+        status_details=exc.status_details,
+    )
+
+
+def unary_unary_attempt(
+    method: Any,
+    request: Any,
+    *,
+    metadata: MetadataLike = (),
+    compression: str | bool | None = False,
+) -> Attempt[Any]:
+    """The attempt of a unary-unary call of ``method`` (a :class:`UnaryUnaryMethod`)."""
+    base = list(_pairs(metadata))
+
+    async def attempt(
+        extra: list[tuple[str, str]],
+        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        state: CallRetryState,
+    ) -> Any:
+        async with method.open(
+            timeout=timeout, metadata=base + extra, compression=compression
+        ) as call:
+            await call.send_message(request)
+            await call.done_writing()
+            await call.initial_metadata()
+            if call.code is None:  # headers, not trailers-only: the server answered
+                state.on_headers()
+            return await call.receive_response()
+
+    return attempt
+
+
+def _pairs(metadata: MetadataLike) -> list[tuple[str, Any]]:
+    return list(Metadata(metadata))
