@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 import trio
@@ -14,23 +15,22 @@ from trio_h2t import grpc
 from trio_h2t.grpc._retry import CallRetryState, RetryThrottle
 from trio_h2t.grpc._retrying import run_with_retries, unary_unary_attempt
 
-CONFIG = grpc.parse_service_config(
-    {
-        "methodConfig": [
-            {
-                "name": [{"service": "test.Flaky"}],
-                "retryPolicy": {
-                    "maxAttempts": 4,
-                    "initialBackoff": "0.01s",
-                    "maxBackoff": "0.05s",
-                    "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE"],
-                },
-            }
-        ],
-        "retryThrottling": {"maxTokens": 4, "tokenRatio": 0.5},
-    }
-)
+CONFIG_JSON: dict[str, Any] = {
+    "methodConfig": [
+        {
+            "name": [{"service": "test.Flaky"}],
+            "retryPolicy": {
+                "maxAttempts": 4,
+                "initialBackoff": "0.01s",
+                "maxBackoff": "0.05s",
+                "backoffMultiplier": 2,
+                "retryableStatusCodes": ["UNAVAILABLE"],
+            },
+        }
+    ],
+    "retryThrottling": {"maxTokens": 4, "tokenRatio": 0.5},
+}
+CONFIG = grpc.parse_service_config(CONFIG_JSON)
 _POLICY = CONFIG.method_config("/test.Flaky/Fail").retry_policy
 assert _POLICY is not None
 POLICY: grpc.RetryPolicy = _POLICY
@@ -171,3 +171,53 @@ async def test_deadline_bounds_the_sequence() -> None:
             assert trio.current_time() - start < 2
     assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert servicer.previous == [None]
+
+
+async def test_channel_retries_unary_unary_from_service_config() -> None:
+    """open_channel(service_config=...): a unary-unary call retries per its methodConfig."""
+    servicer = Flaky(2)
+    with trio.fail_after(5):
+        async with (
+            trio_h2t.open_server(grpc.Server([servicer]), 0, host="127.0.0.1") as server,
+            grpc.open_channel(
+                "127.0.0.1",
+                server.port,
+                service_config={"methodConfig": CONFIG_JSON["methodConfig"]},
+            ) as channel,
+        ):
+            assert await channel.unary_unary("/test.Flaky/Fail")(b"hi") == b"hi"
+            servicer.previous.clear()
+            servicer.failures = 100
+            with pytest.raises(grpc.RpcError, match=r"try again \(4 attempts\)"):
+                await channel.unary_unary("/test.Flaky/Fail")(b"hi")
+    assert servicer.previous == [None, "1", "2", "3"]
+
+
+async def test_method_config_timeout_applies() -> None:
+    """methodConfig.timeout is sent as the call's deadline when smaller than the call's."""
+    config = {"methodConfig": [{"name": [{"service": "test.Flaky"}], "timeout": "0.5s"}]}
+    seen: list[float | None] = []
+
+    class Timed(Flaky):
+        @grpc.rpc()
+        async def Fail(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+            seen.append(context.time_remaining())
+            return request
+
+    with trio.fail_after(5):
+        async with (
+            trio_h2t.open_server(grpc.Server([Timed(0)]), 0, host="127.0.0.1") as server,
+            grpc.open_channel("127.0.0.1", server.port, service_config=config) as channel,
+        ):
+            method = channel.unary_unary("/test.Flaky/Fail")
+            await method(b"a")
+            await method(b"b", timeout=0.2)
+            await method(b"c", timeout=30)
+            async with method.open() as call:
+                await call.send_message(b"d")
+                await call.done_writing()
+                await call.receive_response()
+    assert len(seen) == 4
+    for remaining, bound in zip(seen, [0.5, 0.2, 0.5, 0.5], strict=True):
+        assert remaining is not None
+        assert 0 < remaining <= bound

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import ssl
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, Generic, NoReturn, TypeVar, final
@@ -56,6 +56,9 @@ from ._metadata import (
     metadata_from_headers,
     metadata_to_headers,
 )
+from ._retry import CallRetryState, RetryBufferPool, RetryThrottle
+from ._retrying import run_with_retries, unary_unary_attempt
+from ._service_config import ServiceConfig, parse_service_config
 from ._status import (
     RpcError,
     StatusCode,
@@ -569,6 +572,13 @@ def _to_float(timeout: float | None) -> float:
     return float(timeout)
 
 
+def _config_timeout(timeout: float | None, configured: float | None) -> float | None:
+    """The smaller of a call's ``timeout`` and its method config's."""
+    if configured is None:
+        return timeout
+    return configured if timeout is None else min(_to_float(timeout), configured)
+
+
 def _deadlines(timeout: float | None) -> tuple[float, float]:
     """A call's own deadline (``timeout`` from now; inf without one) and the deadline
     it sends as ``grpc-timeout`` (the earlier of that and the caller's effective one)."""
@@ -602,7 +612,9 @@ class Channel:
     ``max_send_message_size`` (default None: no limit), ``metadata`` sent on every
     call before the call's own, ``buffer_reuse`` (default True: each call's response
     decoder keeps one buffer for messages of 1 KiB and more, see
-    :class:`MessageDecoder`).
+    :class:`MessageDecoder`), ``service_config`` (JSON text, its mapping or a
+    :class:`ServiceConfig`: ``methodConfig`` timeouts and, for unary-unary methods,
+    retry policies; see ``docs/grpc.md``, "Service config and retries").
 
     There is one connection and no reconnection: calls wait for stream quota (the
     server's MAX_CONCURRENT_STREAMS), as grpcio's ``wait_for_ready`` waits for a
@@ -619,6 +631,7 @@ class Channel:
         max_send_message_size: int | None = None,
         metadata: MetadataLike = (),
         buffer_reuse: bool = True,
+        service_config: str | Mapping[str, Any] | ServiceConfig | None = None,
     ) -> None:
         if not isinstance(connection, ClientConnection):
             raise TypeError(
@@ -635,6 +648,16 @@ class Channel:
         # immutable after init
         self.max_send_message_size = check_size(max_send_message_size, "max_send_message_size")
         self._metadata_headers = metadata_to_headers(Metadata(metadata))  # immutable after init
+        # immutable after init; None when no config was given (the call path's fast test)
+        self._service_config = (
+            service_config
+            if isinstance(service_config, ServiceConfig) or service_config is None
+            else parse_service_config(service_config)
+        )
+        throttling = None if self._service_config is None else self._service_config.retry_throttling
+        # shared: the calls' tasks (one trio thread; _retry.py's rule)
+        self._retry_throttle = None if throttling is None else RetryThrottle(throttling)
+        self._retry_pool = RetryBufferPool()  # shared: the calls' tasks (_retry.py's rule)
         # owner: the calls' tasks (one trio thread). Method path -> the request header
         # block of a call with no deadline, compression or per-call metadata (the same
         # every time), built once per method; bounded by _PLAIN_HEADERS_MAX.
@@ -878,8 +901,9 @@ class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
         """Start a call and give its :class:`Call` for the duration of the block.
 
         ``timeout`` (seconds) bounds the call (RpcError(DEADLINE_EXCEEDED) when it
-        expires); ``metadata`` is sent with the request headers; ``compression``
-        overrides the channel's (None: no compression).
+        expires; the service config's ``methodConfig.timeout`` when that is smaller);
+        ``metadata`` is sent with the request headers; ``compression`` overrides the
+        channel's (None: no compression).
 
         Checkpoint: entering (it may wait for stream quota). On cancellation, or
         leaving the block before the call ended: RST_STREAM(CANCEL).
@@ -887,7 +911,11 @@ class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
         Raises (entering): RpcError(UNAVAILABLE) if the channel or connection is
         closed or lost; ValueError for reserved or malformed metadata.
         """
-        return self._channel._open(
+        channel = self._channel
+        if channel._service_config is not None:  # methodConfig.timeout (no retries here)
+            configured = channel._service_config.method_config(self.method).timeout
+            timeout = _config_timeout(timeout, configured)
+        return channel._open(
             self.method, self._serializer, self._deserializer, timeout, metadata, compression
         )
 
@@ -938,9 +966,21 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         channel = self._channel
         if channel._closing:
             raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
+        method = self.method
+        if channel._service_config is not None:
+            config = channel._service_config.method_config(method)
+            timeout = _config_timeout(timeout, config.timeout)
+            if config.retry_policy is not None:
+                state = CallRetryState(
+                    config.retry_policy, throttle=channel._retry_throttle, pool=channel._retry_pool
+                )
+                attempt = unary_unary_attempt(
+                    self, request, metadata=metadata, compression=compression
+                )
+                response: Resp = await run_with_retries(state, attempt, timeout=timeout)
+                return response
         own, deadline = _deadlines(timeout)
         encoding = channel._encoding_for(compression)
-        method = self.method
         opener = channel._conn.open_stream(channel._headers(method, deadline, metadata, encoding))
         channel._active += 1
         scope = None
@@ -985,7 +1025,7 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
                         raise call._fail(
                             StatusCode.INTERNAL, "the server sent more than one response message"
                         )
-                    response: Resp = call._deserialize(payload)
+                    response = call._deserialize(payload)
                 except BaseException as exc:
                     await opener.__aexit__(type(exc), exc, exc.__traceback__)
                     raise
@@ -1159,6 +1199,7 @@ def open_channel(
     max_send_message_size: int | None = None,
     metadata: MetadataLike = (),
     buffer_reuse: bool = True,
+    service_config: str | Mapping[str, Any] | ServiceConfig | None = None,
 ) -> AbstractAsyncContextManager[Channel]:
     """Connect (``trio_h2t.open_connection``: h2c, or TLS with ``ssl_context``) and
     give a :class:`Channel` on it: ``async with grpc.open_channel(host, port) as
@@ -1183,6 +1224,8 @@ def open_channel(
     check_size(max_send_message_size, "max_send_message_size")
     check_bool(buffer_reuse, "buffer_reuse")
     Metadata(metadata)
+    if not isinstance(service_config, ServiceConfig):
+        service_config = None if service_config is None else parse_service_config(service_config)
     return AsyncWithOnly(
         _open_channel(
             host,
@@ -1195,6 +1238,7 @@ def open_channel(
             max_send_message_size,
             metadata,
             buffer_reuse,
+            service_config,
         ),
         "grpc.open_channel(...)",
         "async with grpc.open_channel(host, port) as channel:",
@@ -1213,6 +1257,7 @@ async def _open_channel(
     max_send_message_size: int | None,
     metadata: MetadataLike,
     buffer_reuse: bool,
+    service_config: ServiceConfig | None,
 ) -> AsyncIterator[Channel]:
     async with trio_h2t.open_connection(
         host, port, ssl_context=ssl_context, config=config, connect_timeout=connect_timeout
@@ -1224,6 +1269,7 @@ async def _open_channel(
             max_send_message_size=max_send_message_size,
             metadata=metadata,
             buffer_reuse=buffer_reuse,
+            service_config=service_config,
         )
         yield channel
         await channel.aclose()
