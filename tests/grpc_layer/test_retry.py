@@ -221,3 +221,85 @@ async def test_method_config_timeout_applies() -> None:
     for remaining, bound in zip(seen, [0.5, 0.2, 0.5, 0.5], strict=True):
         assert remaining is not None
         assert 0 < remaining <= bound
+
+
+class FlakyStream:
+    """A unary-stream method: fails ``failures`` times before answering, then streams."""
+
+    SERVICE_NAME = "test.Flaky"
+
+    def __init__(self, failures: int, *, fail_after_first: bool = False) -> None:
+        self.failures = failures
+        self.fail_after_first = fail_after_first
+        self.previous: list[str | bytes | None] = []
+
+    @grpc.rpc("unary_stream")
+    async def Count(self, request: bytes, context: grpc.ServicerContext) -> AsyncIterator[bytes]:
+        self.previous.append(context.invocation_metadata.get("grpc-previous-rpc-attempts"))
+        if len(self.previous) <= self.failures:
+            raise grpc.RpcError(grpc.StatusCode.UNAVAILABLE, "not yet")
+        yield b"0"
+        if self.fail_after_first:
+            raise grpc.RpcError(grpc.StatusCode.UNAVAILABLE, "midway")
+        yield b"1"
+
+
+async def _drain(channel: grpc.Channel, got: list[bytes]) -> None:
+    async with channel.unary_stream("/test.Flaky/Count")(b"") as call:
+        async for message in call:
+            got.append(message)
+
+
+async def test_unary_stream_retries_until_headers() -> None:
+    """A unary-stream call failing before any response is retried; its messages arrive."""
+    servicer = FlakyStream(2)
+    with trio.fail_after(5):
+        async with (
+            trio_h2t.open_server(grpc.Server([servicer]), 0, host="127.0.0.1") as server,
+            grpc.open_channel(
+                "127.0.0.1",
+                server.port,
+                service_config={"methodConfig": CONFIG_JSON["methodConfig"]},
+            ) as channel,
+        ):
+            async with channel.unary_stream("/test.Flaky/Count")(b"") as call:
+                assert [m async for m in call] == [b"0", b"1"]
+            assert call.code == grpc.StatusCode.OK
+    assert servicer.previous == [None, "1", "2"]
+
+
+async def test_unary_stream_committed_after_first_message() -> None:
+    """A failure after the first response message is the call's status: no retry."""
+    servicer = FlakyStream(0, fail_after_first=True)
+    with trio.fail_after(5):
+        async with (
+            trio_h2t.open_server(grpc.Server([servicer]), 0, host="127.0.0.1") as server,
+            grpc.open_channel(
+                "127.0.0.1",
+                server.port,
+                service_config={"methodConfig": CONFIG_JSON["methodConfig"]},
+            ) as channel,
+        ):
+            got: list[bytes] = []
+            with pytest.raises(grpc.RpcError, match="midway"):
+                await _drain(channel, got)
+    assert got == [b"0"]
+    assert servicer.previous == [None]
+
+
+async def test_unary_stream_attempts_exhausted() -> None:
+    """Always failing before headers: maxAttempts attempts, then the call's failure."""
+    servicer = FlakyStream(100)
+    with trio.fail_after(5):
+        async with (
+            trio_h2t.open_server(grpc.Server([servicer]), 0, host="127.0.0.1") as server,
+            grpc.open_channel(
+                "127.0.0.1",
+                server.port,
+                service_config={"methodConfig": CONFIG_JSON["methodConfig"]},
+            ) as channel,
+        ):
+            with pytest.raises(grpc.RpcError, match="not yet") as info:
+                await _drain(channel, [])
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
+    assert servicer.previous == [None, "1", "2", "3"]

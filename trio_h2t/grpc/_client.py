@@ -57,7 +57,12 @@ from ._metadata import (
     metadata_to_headers,
 )
 from ._retry import CallRetryState, RetryBufferPool, RetryThrottle
-from ._retrying import run_with_retries, unary_unary_attempt
+from ._retrying import (
+    open_with_retries,
+    run_with_retries,
+    unary_stream_attempt,
+    unary_unary_attempt,
+)
 from ._service_config import ServiceConfig, parse_service_config
 from ._status import (
     RpcError,
@@ -613,8 +618,8 @@ class Channel:
     call before the call's own, ``buffer_reuse`` (default True: each call's response
     decoder keeps one buffer for messages of 1 KiB and more, see
     :class:`MessageDecoder`), ``service_config`` (JSON text, its mapping or a
-    :class:`ServiceConfig`: ``methodConfig`` timeouts and, for unary-unary methods,
-    retry policies; see ``docs/grpc.md``, "Service config and retries").
+    :class:`ServiceConfig`: ``methodConfig`` timeouts and, for unary-unary and
+    unary-stream methods, retry policies; see ``docs/grpc.md``, "Service config and retries").
 
     There is one connection and no reconnection: calls wait for stream quota (the
     server's MAX_CONCURRENT_STREAMS), as grpcio's ``wait_for_ready`` waits for a
@@ -1091,6 +1096,20 @@ class UnaryStreamMethod(_Method[Req, Resp]):
         metadata: MetadataLike,
         compression: str | bool | None,
     ) -> AsyncIterator[Call[Req, Resp]]:
+        channel = self._channel
+        if channel._service_config is not None:
+            config = channel._service_config.method_config(self.method)
+            if config.retry_policy is not None:
+                state = CallRetryState(
+                    config.retry_policy, throttle=channel._retry_throttle, pool=channel._retry_pool
+                )
+                opener = unary_stream_attempt(
+                    self, request, metadata=metadata, compression=compression
+                )
+                timeout = _config_timeout(timeout, config.timeout)
+                async with open_with_retries(state, opener, timeout=timeout) as retried:
+                    yield retried
+                return
         async with self.open(timeout=timeout, metadata=metadata, compression=compression) as call:
             await call._send(request, end=True)
             yield call

@@ -23,7 +23,8 @@ builds its own attempt callable the same way.)
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar
 
 import trio
@@ -121,3 +122,88 @@ def unary_unary_attempt(
 
 def _pairs(metadata: MetadataLike) -> list[tuple[str, Any]]:
     return list(Metadata(metadata))
+
+
+@asynccontextmanager
+async def open_with_retries(
+    state: CallRetryState,
+    open_attempt: Callable[[list[tuple[str, str]], float | None], AbstractAsyncContextManager[Any]],
+    *,
+    timeout: float | None = None,  # noqa: ASYNC109 (bounds all attempts; sent as grpc-timeout)
+) -> AsyncIterator[Any]:
+    """The call of a unary-stream method under a retry policy, retried until it commits.
+
+    ``open_attempt(extra_metadata, timeout_left)`` opens one attempt and sends its
+    request, giving its :class:`Call`. An attempt that fails before response headers
+    (trailers-only, or no response) is retried as :func:`run_with_retries` does; the
+    first attempt that gets headers, succeeds, or may not be retried is the call
+    given to the block (its status is read from it as without retries).
+
+    Checkpoint: entering (it waits for the response headers). On cancellation: as
+    the attempt in progress (RST_STREAM(CANCEL)); no further attempt starts.
+    """
+    deadline = math.inf if timeout is None else trio.current_time() + timeout
+    while True:
+        extra = state.start_attempt()
+        left = None if timeout is None else max(deadline - trio.current_time(), 0.0)
+        async with AsyncExitStack() as stack:
+            failure: RpcError | None = None
+            call = None
+            try:
+                call = await stack.enter_async_context(open_attempt(extra, left))
+                await call.initial_metadata()
+            except RpcError as exc:
+                failure = exc
+            if call is not None and failure is None and call.code is None:
+                state.on_headers()  # the server answered: committed
+                yield call
+                return
+            if failure is None and call is not None and call.code == StatusCode.OK:
+                state.on_success()
+                yield call
+                return
+            if failure is not None:
+                code, trailing = failure.code, failure.trailing_metadata
+            else:
+                assert call is not None
+                code, trailing = call.code, call.trailing_metadata
+            pushback = trailing.get(PUSHBACK_HEADER) if trailing is not None else None
+            delay = state.on_failure(code, pushback if isinstance(pushback, str) else None)
+            if delay is None:
+                if call is None:
+                    assert failure is not None
+                    raise _counted(failure, state.attempts) from failure
+                yield call  # the block reads the failure from the call
+                return
+        with trio.move_on_at(deadline) as scope:
+            await trio.sleep(delay)
+        if scope.cancelled_caught:
+            state.commit()
+            raise RpcError(
+                StatusCode.DEADLINE_EXCEEDED, f"Deadline Exceeded ({state.attempts} attempts)"
+            )
+
+
+def unary_stream_attempt(
+    method: Any,
+    request: Any,
+    *,
+    metadata: MetadataLike = (),
+    compression: str | bool | None = False,
+) -> Callable[[list[tuple[str, str]], float | None], AbstractAsyncContextManager[Any]]:
+    """The attempt opener of a unary-stream call of ``method`` (:func:`open_with_retries`)."""
+    base = _pairs(metadata)
+
+    @asynccontextmanager
+    async def attempt(
+        extra: list[tuple[str, str]],
+        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
+    ) -> AsyncIterator[Any]:
+        async with method.open(
+            timeout=timeout, metadata=base + extra, compression=compression
+        ) as call:
+            await call.send_message(request)
+            await call.done_writing()
+            yield call
+
+    return attempt
