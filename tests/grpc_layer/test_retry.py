@@ -303,3 +303,9 @@ async def test_unary_stream_attempts_exhausted() -> None:
                 await _drain(channel, [])
     assert info.value.code == grpc.StatusCode.UNAVAILABLE
     assert servicer.previous == [None, "1", "2", "3"]
+
+
+def test_bad_service_config_fails_before_connecting() -> None:
+    """open_channel checks service_config at once, naming the bad field's path."""
+    with pytest.raises(ValueError, match=r"^methodConfig: must be a list"):
+        grpc.open_channel("127.0.0.1", 1, service_config={"methodConfig": 3})

@@ -982,8 +982,8 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
                 attempt = unary_unary_attempt(
                     self, request, metadata=metadata, compression=compression
                 )
-                response: Resp = await run_with_retries(state, attempt, timeout=timeout)
-                return response
+                retried: Resp = await run_with_retries(state, attempt, timeout=timeout)
+                return retried
         own, deadline = _deadlines(timeout)
         encoding = channel._encoding_for(compression)
         opener = channel._conn.open_stream(channel._headers(method, deadline, metadata, encoding))
@@ -1030,7 +1030,7 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
                         raise call._fail(
                             StatusCode.INTERNAL, "the server sent more than one response message"
                         )
-                    response = call._deserialize(payload)
+                    response: Resp = call._deserialize(payload)
                 except BaseException as exc:
                     await opener.__aexit__(type(exc), exc, exc.__traceback__)
                     raise
