@@ -13,7 +13,7 @@ import trio.testing
 import trio_h2t
 from trio_h2t import grpc
 from trio_h2t.grpc._retry import CallRetryState, RetryThrottle
-from trio_h2t.grpc._retrying import run_with_retries, unary_unary_attempt
+from trio_h2t.grpc._retrying import run_with_retries, stream_unary_attempt, unary_unary_attempt
 
 CONFIG_JSON: dict[str, Any] = {
     "methodConfig": [
@@ -63,7 +63,7 @@ class Flaky:
 
 
 @asynccontextmanager
-async def _channel(servicer: Flaky) -> AsyncIterator[grpc.Channel]:
+async def _channel(servicer: object) -> AsyncIterator[grpc.Channel]:
     async with (
         trio_h2t.open_server(grpc.Server([servicer]), 0, host="127.0.0.1") as server,
         grpc.open_channel("127.0.0.1", server.port) as channel,
@@ -309,3 +309,48 @@ def test_bad_service_config_fails_before_connecting() -> None:
     """open_channel checks service_config at once, naming the bad field's path."""
     with pytest.raises(ValueError, match=r"^methodConfig: must be a list"):
         grpc.open_channel("127.0.0.1", 1, service_config={"methodConfig": 3})
+
+
+class FlakyUpload:
+    """A stream-unary method: reads every request, fails ``failures`` times, then counts."""
+
+    SERVICE_NAME = "test.Flaky"
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.received: list[list[bytes]] = []
+
+    @grpc.rpc("stream_unary")
+    async def Upload(self, requests: AsyncIterator[bytes], context: grpc.ServicerContext) -> bytes:
+        got = [r async for r in requests]
+        self.received.append(got)
+        if len(self.received) <= self.failures:
+            raise grpc.RpcError(grpc.StatusCode.UNAVAILABLE, "again")
+        return b"".join(got)
+
+
+async def test_stream_unary_replays_buffered_requests() -> None:
+    """A retried stream-unary attempt sends every request again from the replay buffer."""
+    servicer = FlakyUpload(1)
+    with trio.fail_after(5):
+        async with _channel(servicer) as channel:
+            attempt = stream_unary_attempt(channel.stream_unary("/test.Flaky/Upload"), [b"a", b"b"])
+            state = CallRetryState(POLICY)
+            assert await run_with_retries(state, attempt, timeout=5) == b"ab"
+    assert servicer.received == [[b"a", b"b"], [b"a", b"b"]]
+    assert state.attempts == 2
+
+
+async def test_stream_unary_past_buffer_bound_not_retried() -> None:
+    """Requests past the per-call replay bound commit the call: its failure is final."""
+    servicer = FlakyUpload(1)
+    with trio.fail_after(5):
+        async with _channel(servicer) as channel:
+            attempt = stream_unary_attempt(
+                channel.stream_unary("/test.Flaky/Upload"), [b"x" * 8, b"y" * 8]
+            )
+            state = CallRetryState(POLICY, per_call_limit=10)
+            with pytest.raises(grpc.RpcError, match=r"again \(1 attempt\)"):
+                await run_with_retries(state, attempt, timeout=5)
+    assert state.committed
+    assert len(servicer.received) == 1

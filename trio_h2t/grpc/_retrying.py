@@ -23,7 +23,7 @@ builds its own attempt callable the same way.)
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar
 
@@ -207,3 +207,57 @@ def unary_stream_attempt(
             yield call
 
     return attempt
+
+
+def stream_unary_attempt(
+    method: Any,
+    requests: Iterable[Any] | AsyncIterable[Any],
+    *,
+    metadata: MetadataLike = (),
+    compression: str | bool | None = False,
+) -> Attempt[Any]:
+    """The attempt of a stream-unary call of ``method``, with its replay buffer.
+
+    The requests are taken from ``requests`` once. Each one sent is also kept, its
+    serialized size counted by ``state.buffer``, so that a retry sends the kept ones
+    again and then goes on with the rest; once the buffer would pass its bounds the
+    call commits (no more retries) and nothing more is kept.
+    """
+    base = _pairs(metadata)
+    source = _as_async_iterator(requests)
+    kept: list[Any] = []
+    serialize = method._serializer
+
+    async def attempt(
+        extra: list[tuple[str, str]],
+        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
+        state: CallRetryState,
+    ) -> Any:
+        async with method.open(
+            timeout=timeout, metadata=base + extra, compression=compression
+        ) as call:
+            for request in kept:
+                await call.send_message(request)
+            async for request in source:
+                if not state.committed:
+                    if state.buffer(len(serialize(request))):
+                        kept.append(request)
+                    else:
+                        kept.clear()
+                await call.send_message(request)
+            await call.done_writing()
+            await call.initial_metadata()
+            if call.code is None:
+                state.on_headers()
+            return await call.receive_response()
+
+    return attempt
+
+
+async def _as_async_iterator(requests: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
+    if isinstance(requests, AsyncIterable):
+        async for request in requests:
+            yield request
+    else:
+        for request in requests:
+            yield request
