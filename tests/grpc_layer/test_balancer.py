@@ -24,6 +24,7 @@ FAST = grpc.ConnectionBackoff(
     initial_backoff=0.05, multiplier=1.6, jitter=0.2, max_backoff=0.2, min_connect_timeout=1.0
 )
 WHO = "/t.T/Who"
+RR: dict[str, object] = {"loadBalancingConfig": [{"round_robin": {}}]}
 
 
 def free_port() -> int:
@@ -99,7 +100,7 @@ async def test_round_robin_spreads_calls_evenly_and_skips_a_stopped_backend() ->
     with trio.fail_after(LIMIT):
         async with (
             backends(3) as (group, counts),
-            grpc.open_channel(ipv4(group), lb_policy="round_robin", backoff=FAST) as ch,
+            grpc.open_channel(ipv4(group), service_config=RR, backoff=FAST) as ch,
         ):
             await ready(ch, 3)
             who = ch.unary_unary(WHO)
@@ -141,7 +142,7 @@ async def test_a_draining_backend_loses_no_call() -> None:
     with trio.fail_after(LIMIT):
         async with (
             backends(3) as (group, counts),
-            grpc.open_channel(ipv4(group), lb_policy="round_robin", backoff=FAST) as ch,
+            grpc.open_channel(ipv4(group), service_config=RR, backoff=FAST) as ch,
         ):
             await ready(ch, 3)
             who = ch.unary_unary(WHO)
@@ -252,8 +253,8 @@ async def _ok(request: bytes, context: grpc.ServicerContext) -> bytes:
 
 
 def test_bad_lb_policy_and_target_raise_before_connecting() -> None:
-    """A malformed target or an unknown lb_policy raises ValueError at once."""
+    """A malformed target raises ValueError at once, a wrong backoff TypeError."""
     with pytest.raises(ValueError, match="gRPC target"):
         grpc.open_channel("ipv4:nope")
-    with pytest.raises(ValueError, match="lb_policy"):
-        grpc.open_channel("localhost:1", lb_policy="grpclb")
+    with pytest.raises(TypeError, match="ConnectionBackoff"):
+        grpc.open_channel("localhost:1", backoff=1.0)  # type: ignore[arg-type]

@@ -6,7 +6,8 @@ module and is re-exported here; tracebacks say ``trio_h2t.grpc.X``.
 - Wire, sans-IO (no trio): ``_framing.py`` (the length-prefixed codec, compression),
   ``_metadata.py`` (:class:`Metadata`, ``grpc-timeout``), ``_status.py``
   (:class:`StatusCode`, :class:`RpcError`, ``grpc-message``, HTTP and RST_STREAM
-  mappings), ``_codec.py`` (default serializers).
+  mappings), ``_codec.py`` (default serializers), ``_service_config.py``
+  (:func:`parse_service_config`: retry policies, timeouts, size limits, LB policy).
 - Client, ``_client.py``: :func:`open_channel` / :class:`Channel`, its methods
   (:class:`UnaryUnaryMethod`...) and :class:`Call`.
 - Server, ``_server.py``: :class:`Server` (a trio_h2t handler), handlers
@@ -53,6 +54,13 @@ from ._server import (
     unary_stream_handler as unary_stream_handler,
     unary_unary_handler as unary_unary_handler,
 )
+from ._service_config import (
+    MethodConfig as MethodConfig,
+    RetryPolicy as RetryPolicy,
+    RetryThrottling as RetryThrottling,
+    ServiceConfig as ServiceConfig,
+    parse_service_config as parse_service_config,
+)
 from ._status import (
     RpcError as RpcError,
     StatusCode as StatusCode,
@@ -74,9 +82,13 @@ __all__ = [
     "MetadataLike",
     "MessageDecoder",
     "MethodHandler",
+    "MethodConfig",
     "MethodKind",
+    "RetryPolicy",
+    "RetryThrottling",
     "RpcError",
     "Server",
+    "ServiceConfig",
     "ServicerContext",
     "StatusCode",
     "StreamStreamMethod",
@@ -90,6 +102,7 @@ __all__ = [
     "encode_timeout",
     "method_handlers_generic_handler",
     "open_channel",
+    "parse_service_config",
     "parse_target",
     "parse_timeout",
     "rpc",

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import ssl
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, Generic, NoReturn, TypeVar, final
@@ -59,6 +59,14 @@ from ._metadata import (
     metadata_from_headers,
     metadata_to_headers,
 )
+from ._retry import CallRetryState, RetryBufferPool, RetryThrottle
+from ._retrying import (
+    open_with_retries,
+    run_with_retries,
+    unary_stream_attempt,
+    unary_unary_attempt,
+)
+from ._service_config import ServiceConfig, parse_service_config
 from ._status import (
     RpcError,
     StatusCode,
@@ -594,6 +602,13 @@ def _to_float(timeout: float | None) -> float:
     return float(timeout)
 
 
+def _config_timeout(timeout: float | None, configured: float | None) -> float | None:
+    """The smaller of a call's ``timeout`` and its method config's."""
+    if configured is None:
+        return timeout
+    return configured if timeout is None else min(_to_float(timeout), configured)
+
+
 def _deadlines(timeout: float | None) -> tuple[float, float]:
     """A call's own deadline (``timeout`` from now; inf without one) and the deadline
     it sends as ``grpc-timeout`` (the earlier of that and the caller's effective one)."""
@@ -627,7 +642,9 @@ class Channel:
     ``max_send_message_size`` (default None: no limit), ``metadata`` sent on every
     call before the call's own, ``buffer_reuse`` (default True: each call's response
     decoder keeps one buffer for messages of 1 KiB and more, see
-    :class:`MessageDecoder`).
+    :class:`MessageDecoder`), ``service_config`` (JSON text, its mapping or a
+    :class:`ServiceConfig`: ``methodConfig`` timeouts and, for unary-unary and
+    unary-stream methods, retry policies; see ``docs/grpc.md``, "Service config and retries").
 
     ``wait_for_ready`` (default False) is the calls' default (each call can
     override it); ``authority`` overrides the ``:authority`` of every call.
@@ -651,6 +668,7 @@ class Channel:
         buffer_reuse: bool = True,
         wait_for_ready: bool = False,
         authority: str | None = None,
+        service_config: str | Mapping[str, Any] | ServiceConfig | None = None,
     ) -> None:
         if isinstance(connection, Balancer):
             # open_channel's balanced form (a private type, so not in the public
@@ -681,6 +699,16 @@ class Channel:
         # immutable after init
         self.max_send_message_size = check_size(max_send_message_size, "max_send_message_size")
         self._metadata_headers = metadata_to_headers(Metadata(metadata))  # immutable after init
+        # immutable after init; None when no config was given (the call path's fast test)
+        self._service_config = (
+            service_config
+            if isinstance(service_config, ServiceConfig) or service_config is None
+            else parse_service_config(service_config)
+        )
+        throttling = None if self._service_config is None else self._service_config.retry_throttling
+        # shared: the calls' tasks (one trio thread; _retry.py's rule)
+        self._retry_throttle = None if throttling is None else RetryThrottle(throttling)
+        self._retry_pool = RetryBufferPool()  # shared: the calls' tasks (_retry.py's rule)
         # owner: the calls' tasks (one trio thread). Method path -> the request header
         # block of a call with no deadline, compression or per-call metadata (the same
         # every time), built once per method; bounded by _PLAIN_HEADERS_MAX.
@@ -1033,11 +1061,12 @@ class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
         """Start a call and give its :class:`Call` for the duration of the block.
 
         ``timeout`` (seconds) bounds the call (RpcError(DEADLINE_EXCEEDED) when it
-        expires); ``metadata`` is sent with the request headers; ``compression``
-        overrides the channel's (None: no compression); ``wait_for_ready``
-        overrides the channel's (None): True waits, inside the deadline, for a READY
-        backend instead of failing UNAVAILABLE while the channel is in
-        TRANSIENT_FAILURE.
+        expires; the service config's ``methodConfig.timeout`` when that is smaller);
+        ``metadata`` is sent with the request headers; ``compression`` overrides the
+        channel's (None: no compression); ``wait_for_ready`` overrides the channel's
+        (None: the service config's ``methodConfig.waitForReady``, else the
+        channel's): True waits, inside the deadline, for a READY backend instead of
+        failing UNAVAILABLE while the channel is in TRANSIENT_FAILURE.
 
         Checkpoint: entering (it may wait for stream quota). On cancellation, or
         leaving the block before the call ended: RST_STREAM(CANCEL).
@@ -1045,7 +1074,13 @@ class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
         Raises (entering): RpcError(UNAVAILABLE) if the channel or connection is
         closed or lost; ValueError for reserved or malformed metadata.
         """
-        return self._channel._open(
+        channel = self._channel
+        if channel._service_config is not None:  # methodConfig.timeout (no retries here)
+            configured = channel._service_config.method_config(self.method)
+            timeout = _config_timeout(timeout, configured.timeout)
+            if wait_for_ready is None:
+                wait_for_ready = configured.wait_for_ready
+        return channel._open(
             self.method,
             self._serializer,
             self._deserializer,
@@ -1105,9 +1140,23 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         channel = self._channel
         if channel._closing:
             raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
+        method = self.method
+        if channel._service_config is not None:
+            config = channel._service_config.method_config(method)
+            timeout = _config_timeout(timeout, config.timeout)
+            if wait_for_ready is None:
+                wait_for_ready = config.wait_for_ready
+            if config.retry_policy is not None:
+                state = CallRetryState(
+                    config.retry_policy, throttle=channel._retry_throttle, pool=channel._retry_pool
+                )
+                attempt = unary_unary_attempt(
+                    self, request, metadata=metadata, compression=compression
+                )
+                retried: Resp = await run_with_retries(state, attempt, timeout=timeout)
+                return retried
         own, deadline = _deadlines(timeout)
         encoding = channel._encoding_for(compression)
-        method = self.method
         headers = channel._headers(method, deadline, metadata, encoding)
         channel._active += 1
         scope = None
@@ -1246,6 +1295,20 @@ class UnaryStreamMethod(_Method[Req, Resp]):
         metadata: MetadataLike,
         compression: str | bool | None,
     ) -> AsyncIterator[Call[Req, Resp]]:
+        channel = self._channel
+        if channel._service_config is not None:
+            config = channel._service_config.method_config(self.method)
+            if config.retry_policy is not None:
+                state = CallRetryState(
+                    config.retry_policy, throttle=channel._retry_throttle, pool=channel._retry_pool
+                )
+                opener = unary_stream_attempt(
+                    self, request, metadata=metadata, compression=compression
+                )
+                timeout = _config_timeout(timeout, config.timeout)
+                async with open_with_retries(state, opener, timeout=timeout) as retried:
+                    yield retried
+                return
         async with self.open(timeout=timeout, metadata=metadata, compression=compression) as call:
             await call._send(request, end=True)
             yield call
@@ -1355,11 +1418,11 @@ def open_channel(
     metadata: MetadataLike = (),
     buffer_reuse: bool = True,
     wait_for_ready: bool = False,
-    lb_policy: str = "pick_first",
     backoff: ConnectionBackoff | None = None,
     keepalive_time: float | None = None,
     keepalive_timeout: float | None = None,
     keepalive_permit_without_calls: bool | None = None,
+    service_config: str | Mapping[str, Any] | ServiceConfig | None = None,
 ) -> AbstractAsyncContextManager[Channel]:
     """Give a :class:`Channel`: ``async with grpc.open_channel(target) as channel``.
 
@@ -1368,7 +1431,9 @@ def open_channel(
     ``ipv4:a:p,b:p``, ``ipv6:[a]:p,...``, ``unix:path`` / ``unix:///abs/path``; the
     port defaults to 443. Such a channel has a subchannel per address, each one
     connection kept up with reconnect ``backoff`` (:class:`ConnectionBackoff`), and
-    picks by ``lb_policy`` ("pick_first" or "round_robin"); a backend's GOAWAY
+    picks by the ``service_config``'s ``loadBalancingConfig`` (``pick_first``, the
+    default, or ``round_robin``; grpcio's ``grpc.service_config`` option, a JSON str,
+    a dict or a :class:`ServiceConfig`); a backend's GOAWAY
     drains its connection and a new one replaces it, and a call that never reached
     a handler is resent transparently (docs/grpc-channels.md). ``wait_for_ready``
     is the calls' default (grpcio's semantics: without it a call fails UNAVAILABLE
@@ -1403,6 +1468,8 @@ def open_channel(
     check_bool(buffer_reuse, "buffer_reuse")
     check_bool(wait_for_ready, "wait_for_ready")
     Metadata(metadata)
+    if not isinstance(service_config, ServiceConfig):
+        service_config = None if service_config is None else parse_service_config(service_config)
     config = _keepalive_config(
         config, keepalive_time, keepalive_timeout, keepalive_permit_without_calls
     )
@@ -1413,6 +1480,7 @@ def open_channel(
         "metadata": metadata,
         "buffer_reuse": buffer_reuse,
         "wait_for_ready": wait_for_ready,
+        "service_config": service_config,
     }
     if port is not None:
         return AsyncWithOnly(
@@ -1421,9 +1489,11 @@ def open_channel(
             "async with grpc.open_channel(host, port) as channel:",
         )
     parsed = parse_target(target)
+    lb_policy = "pick_first" if service_config is None else service_config.lb_policy
     if lb_policy not in LB_POLICIES:
         raise ValueError(
-            f"lb_policy {lb_policy!r} is not supported: use one of {', '.join(LB_POLICIES)}"
+            f"load-balancing policy {lb_policy!r} is not supported:"
+            f" use one of {', '.join(LB_POLICIES)}"
         )
     if backoff is not None and not isinstance(backoff, ConnectionBackoff):
         raise TypeError(f"backoff takes a grpc.ConnectionBackoff, not {type(backoff).__name__}")
