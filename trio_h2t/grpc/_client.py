@@ -1123,7 +1123,7 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         wait_for_ready: bool | None = None,
     ) -> Resp:
         """Send ``request``; return the response. ``wait_for_ready``: as for
-        :meth:`open`. On a balanced channel a call whose stream never reached a
+        ``open``. On a balanced channel a call whose stream never reached a
         handler (GOAWAY, REFUSED_STREAM) is sent again, transparently.
 
         Checkpoint: always. On cancellation: RST_STREAM(CANCEL).

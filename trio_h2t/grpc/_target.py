@@ -31,8 +31,6 @@ __all__ = ["DEFAULT_PORT", "Target", "parse_target"]
 #: The port of a target that names none (grpc's default).
 DEFAULT_PORT = 443
 
-Scheme = Literal["dns", "ipv4", "ipv6", "unix"]
-
 
 @dataclass(frozen=True, slots=True)
 class Target:
@@ -45,7 +43,7 @@ class Target:
     channel sends.
     """
 
-    scheme: Scheme
+    scheme: Literal["dns", "ipv4", "ipv6", "unix"]
     authority: str
     host: str | None = None
     port: int | None = None
