@@ -258,3 +258,20 @@ def test_bad_lb_policy_and_target_raise_before_connecting() -> None:
         grpc.open_channel("ipv4:nope")
     with pytest.raises(TypeError, match="ConnectionBackoff"):
         grpc.open_channel("localhost:1", backoff=1.0)  # type: ignore[arg-type]
+
+
+def test_keepalive_options_map_onto_the_transport_config() -> None:
+    """keepalive_time / keepalive_timeout / keepalive_permit_without_calls become
+    TransportConfig's keepalive fields; a value the config refuses raises at once."""
+    from trio_h2t.grpc._client import _keepalive_config
+
+    config = _keepalive_config(None, 30.0, 5.0, True)
+    assert config is not None
+    assert (
+        config.keepalive_time,
+        config.keepalive_timeout,
+        config.keepalive_permit_without_stream,
+    ) == (30.0, 5.0, True)
+    assert _keepalive_config(None, None, None, None) is None
+    with pytest.raises(ValueError, match="keepalive_time"):
+        grpc.open_channel("localhost:1", keepalive_time=0.001)
