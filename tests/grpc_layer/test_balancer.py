@@ -275,3 +275,20 @@ def test_keepalive_options_map_onto_the_transport_config() -> None:
     assert _keepalive_config(None, None, None, None) is None
     with pytest.raises(ValueError, match="keepalive_time"):
         grpc.open_channel("localhost:1", keepalive_time=0.001)
+
+
+async def test_ipv6_target_reaches_a_server_on_loopback() -> None:
+    """ipv6:[::1]:PORT reaches a server listening on ::1; :authority is [::1]:PORT."""
+    seen: list[str] = []
+
+    async def who(request: bytes, context: grpc.ServicerContext) -> bytes:
+        seen.append(context.request.authority)
+        return b"six"
+
+    server = grpc.Server([{WHO: grpc.unary_unary_handler(who)}])
+    with trio.fail_after(LIMIT):
+        async with trio_h2t.open_server(server, 0, host="::1") as h2server:
+            target = f"ipv6:[::1]:{h2server.port}"
+            async with grpc.open_channel(target, backoff=FAST) as ch:
+                assert await ch.unary_unary(WHO)(b"", wait_for_ready=True) == b"six"
+    assert seen == [f"[::1]:{h2server.port}"]
