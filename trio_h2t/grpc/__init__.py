@@ -6,7 +6,8 @@ module and is re-exported here; tracebacks say ``trio_h2t.grpc.X``.
 - Wire, sans-IO (no trio): ``_framing.py`` (the length-prefixed codec, compression),
   ``_metadata.py`` (:class:`Metadata`, ``grpc-timeout``), ``_status.py``
   (:class:`StatusCode`, :class:`RpcError`, ``grpc-message``, HTTP and RST_STREAM
-  mappings), ``_codec.py`` (default serializers).
+  mappings), ``_codec.py`` (default serializers), ``_service_config.py``
+  (:func:`parse_service_config`: retry policies, timeouts, size limits, LB policy).
 - Client, ``_client.py``: :func:`open_channel` / :class:`Channel`, its methods
   (:class:`UnaryUnaryMethod`...) and :class:`Call`.
 - Server, ``_server.py``: :class:`Server` (a trio_h2t handler), handlers
@@ -18,6 +19,8 @@ See ``docs/grpc.md``.
 
 import contextlib
 
+from ._backoff import ConnectionBackoff as ConnectionBackoff
+from ._balancer import ConnectivityState as ConnectivityState
 from ._client import (
     Call as Call,
     Channel as Channel,
@@ -59,6 +62,13 @@ from ._server import (
     unary_stream_handler as unary_stream_handler,
     unary_unary_handler as unary_unary_handler,
 )
+from ._service_config import (
+    MethodConfig as MethodConfig,
+    RetryPolicy as RetryPolicy,
+    RetryThrottling as RetryThrottling,
+    ServiceConfig as ServiceConfig,
+    parse_service_config as parse_service_config,
+)
 from ._status import (
     RpcError as RpcError,
     StatusCode as StatusCode,
@@ -67,6 +77,7 @@ from ._status import (
     status_from_http as status_from_http,
     status_from_rst as status_from_rst,
 )
+from ._target import Target as Target, parse_target as parse_target
 
 __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_SIZE",
@@ -76,20 +87,27 @@ __all__ = [
     "Channel",
     "ClientCallDetails",
     "ClientInterceptor",
+    "ConnectionBackoff",
+    "ConnectivityState",
     "GenericHandler",
     "Metadata",
     "MetadataLike",
     "MessageDecoder",
     "MethodHandler",
+    "MethodConfig",
     "MethodKind",
+    "RetryPolicy",
+    "RetryThrottling",
     "RpcError",
     "Server",
     "ServerCallDetails",
     "ServerInterceptor",
+    "ServiceConfig",
     "ServicerContext",
     "StatusCode",
     "StreamStreamMethod",
     "StreamUnaryMethod",
+    "Target",
     "UnaryStreamMethod",
     "UnaryUnaryMethod",
     "decode_grpc_message",
@@ -98,6 +116,8 @@ __all__ = [
     "encode_timeout",
     "method_handlers_generic_handler",
     "open_channel",
+    "parse_service_config",
+    "parse_target",
     "parse_timeout",
     "rpc",
     "status_from_http",

@@ -55,6 +55,12 @@ RESERVED = frozenset(
 )
 #: The one ``grpc-`` name that is application metadata (a serialized google.rpc.Status).
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
+#: ``grpc-`` names that pass as metadata too (gRFC A6): a server handler sets
+#: ``grpc-retry-pushback-ms`` in its trailers and reads ``grpc-previous-rpc-attempts``;
+#: the client's retry loop (``_retrying.py``) does the reverse.
+_PASSED_GRPC_KEYS = frozenset(
+    {STATUS_DETAILS_KEY, "grpc-retry-pushback-ms", "grpc-previous-rpc-attempts"}
+)
 
 _NAME = re.compile(r"[0-9a-z_.\-]+\Z")
 
@@ -69,7 +75,7 @@ def _check_name(key: str) -> None:
 
 
 def _reserved(key: str) -> bool:
-    return key in RESERVED or (key.startswith("grpc-") and key != STATUS_DETAILS_KEY)
+    return key in RESERVED or (key.startswith("grpc-") and key not in _PASSED_GRPC_KEYS)
 
 
 @final
