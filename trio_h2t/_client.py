@@ -347,6 +347,27 @@ class ClientConnection(metaclass=NoPublicConstructor):
         """
         return self._core.error
 
+    @property
+    def accepting_streams(self) -> bool:
+        """Whether this connection still takes new streams. Never checkpoints.
+
+        False, for good, once the peer's GOAWAY arrived (whatever its code), this side
+        began closing (``aclose``, a drain, an ENHANCE_YOUR_CALM), or the connection
+        ended. Streams already open may still finish. A pool or balancer stops picking
+        the connection then and opens a new one (docs/grpc-channels.md).
+        """
+        return not self._core.not_accepting.is_set()
+
+    async def wait_not_accepting(self) -> None:
+        """Return once :attr:`accepting_streams` is False.
+
+        Checkpoint: always. On cancellation: nothing changes (the wait ends, the
+        connection is untouched).
+        """
+        await self._core.not_accepting.wait()
+        # Event.wait does not checkpoint when the event is already set.
+        await trio.lowlevel.checkpoint()
+
     def statistics(self) -> ConnectionStatistics:
         """A snapshot of the connection's counters and windows. Never checkpoints."""
         return self._core.statistics()

@@ -164,6 +164,10 @@ class ConnectionCore:
         # application's aclose, abort, or, after the client's GOAWAY, the task that
         # ends the last stream or handler): no new streams from us.
         self.closing = False
+        # shared: set (never cleared) wherever this side stops opening streams: the
+        # peer's GOAWAY (reader), closing starts (any task that sets ``closing``), or
+        # fail(). ClientConnection.accepting_streams / wait_not_accepting read it.
+        self.not_accepting = trio.Event()
         # shared: a server's drain (graceful_close) is in its first phase: created,
         # once, by the task that sends the first GOAWAY (2^31-1) and its PING; set by
         # the reader when that PING's ACK arrives, or by fail(). None: no drain yet.
@@ -352,6 +356,7 @@ class ConnectionCore:
         if self.client_side or self.closing or self.goaway_received is None:
             return
         self.closing = True
+        self.not_accepting.set()
         self._put(GoAway(ErrorCodes.NO_ERROR))
         self._put(CloseConnection())
 
@@ -532,6 +537,7 @@ class ConnectionCore:
             stream._fail(stream_error)
             self.stream_closed(stream)
         self._quota_lot.unpark_all()
+        self.not_accepting.set()
         self._idle.set()
         self.settings_received.set()
         if self.drain_ack is not None:
@@ -560,6 +566,7 @@ class ConnectionCore:
             return
         log.warning("closing the connection: %s (GOAWAY ENHANCE_YOUR_CALM)", message)
         self.closing = True
+        self.not_accepting.set()
         self._put(GoAway(ErrorCodes.ENHANCE_YOUR_CALM, debug_data=debug_data))
         self._put(CloseConnection())
         self.fail(
@@ -675,6 +682,7 @@ class ConnectionCore:
         if self.error is None and not self.cbuf.finished:
             if not self.closing:
                 self.closing = True
+                self.not_accepting.set()
                 self._put(GoAway(ErrorCodes.NO_ERROR))
             self._put(CloseConnection())
         with trio.move_on_after(FINAL_WRITE_TIMEOUT) as scope:
@@ -718,6 +726,7 @@ class ConnectionCore:
                 if self.client_side:
                     if not self.closing and self.error is None:
                         self.closing = True
+                        self.not_accepting.set()
                         self._put(
                             GoAway(ErrorCodes.NO_ERROR, last_stream_id=0, debug_data=debug_data)
                         )
@@ -766,6 +775,7 @@ class ConnectionCore:
         if self.closing or self.error is not None:
             return  # the client's GOAWAY, or an ending, got there first
         self.closing = True
+        self.not_accepting.set()
         last = self.h2.highest_inbound_stream_id
         self._put(GoAway(ErrorCodes.NO_ERROR, last_stream_id=last, debug_data=debug_data))
         self.check_idle()

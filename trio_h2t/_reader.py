@@ -691,6 +691,7 @@ class Reader:
         core = self._core
         previous = core.goaway_received
         core.goaway_received = ev
+        core.not_accepting.set()
         if core.client_side and previous is None and core.goaway_error().too_many_pings:
             log.warning(
                 "the server sent GOAWAY(ENHANCE_YOUR_CALM, too_many_pings): this client"

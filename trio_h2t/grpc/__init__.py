@@ -19,6 +19,8 @@ See ``docs/grpc.md``.
 
 import contextlib
 
+from ._backoff import ConnectionBackoff as ConnectionBackoff
+from ._balancer import ConnectivityState as ConnectivityState
 from ._client import (
     Call as Call,
     Channel as Channel,
@@ -67,11 +69,14 @@ from ._status import (
     status_from_http as status_from_http,
     status_from_rst as status_from_rst,
 )
+from ._target import Target as Target, parse_target as parse_target
 
 __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_SIZE",
     "Call",
     "Channel",
+    "ConnectionBackoff",
+    "ConnectivityState",
     "GenericHandler",
     "Metadata",
     "MetadataLike",
@@ -88,6 +93,7 @@ __all__ = [
     "StatusCode",
     "StreamStreamMethod",
     "StreamUnaryMethod",
+    "Target",
     "UnaryStreamMethod",
     "UnaryUnaryMethod",
     "decode_grpc_message",
@@ -97,6 +103,7 @@ __all__ = [
     "method_handlers_generic_handler",
     "open_channel",
     "parse_service_config",
+    "parse_target",
     "parse_timeout",
     "rpc",
     "status_from_http",

@@ -26,6 +26,7 @@ Only trio_h2t's public API is used (``tests/grpc_layer/test_wire.py`` checks it)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
@@ -38,6 +39,8 @@ import trio
 import trio_h2t
 from trio_h2t import ClientConnection, H2Stream
 
+from ._backoff import ConnectionBackoff
+from ._balancer import LB_POLICIES, Address, Balancer, ConnectivityState
 from ._codec import Deserializer, Serializer, identity_deserializer, identity_serializer
 from ._framing import (
     ACCEPT_ENCODING,
@@ -73,6 +76,7 @@ from ._status import (
     status_from_http,
     status_from_rst,
 )
+from ._target import Target, parse_target
 from ._util import AsyncWithOnly, NoPublicConstructor, check_bool, check_size
 
 __all__ = [
@@ -100,6 +104,27 @@ _PLAIN_HEADERS_MAX = 256
 RST_CANCEL = 0x8
 _TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
 _NO_MESSAGES: list[tuple[bool, bytes]] = []  # Call._messages before any (never appended to)
+
+
+#: Transparent retries of one call (a stream that never reached a handler) on a
+#: balanced channel, at most; then the call fails UNAVAILABLE.
+MAX_TRANSPARENT_RETRIES = 10
+_NEVER_PROCESSED = (
+    trio_h2t.StreamRefusedError,
+    trio_h2t.GoAwayError,
+    trio_h2t.ConnectionClosingError,
+)
+
+
+def _never_processed(exc: BaseException) -> bool:
+    """Whether ``exc`` (or the transport error an RpcError came from) says the
+    server never processed the stream: a transparent retry may resend it."""
+    if isinstance(exc, RpcError):
+        cause = exc.__cause__
+        if cause is None:
+            return False
+        exc = cause
+    return isinstance(exc, _NEVER_PROCESSED) and exc.retryable
 
 
 def _error_from_transport(exc: BaseException) -> tuple[StatusCode, str]:
@@ -623,10 +648,15 @@ class Channel:
     unary-stream and stream-unary methods, retry policies; see ``docs/grpc.md``,
     "Service config and retries").
 
-    There is one connection and no reconnection: calls wait for stream quota (the
-    server's MAX_CONCURRENT_STREAMS), as grpcio's ``wait_for_ready`` waits for a
-    connection, and fail fast with UNAVAILABLE once the connection is lost or
-    closing.
+    ``wait_for_ready`` (default False) is the calls' default (each call can
+    override it); ``authority`` overrides the ``:authority`` of every call.
+
+    ``Channel(connection)`` has one connection and no reconnection: calls wait for
+    stream quota (the server's MAX_CONCURRENT_STREAMS) and fail fast with
+    UNAVAILABLE once the connection is lost or closing. A channel from
+    ``open_channel(target)`` balances over a subchannel per backend address,
+    reconnecting with backoff (docs/grpc-channels.md): :meth:`get_state`,
+    :meth:`wait_for_state_change` and :meth:`subchannels` show its connectivity.
     """
 
     def __init__(
@@ -638,14 +668,30 @@ class Channel:
         max_send_message_size: int | None = None,
         metadata: MetadataLike = (),
         buffer_reuse: bool = True,
+        wait_for_ready: bool = False,
+        authority: str | None = None,
         service_config: str | Mapping[str, Any] | ServiceConfig | None = None,
     ) -> None:
-        if not isinstance(connection, ClientConnection):
+        if isinstance(connection, Balancer):
+            # open_channel's balanced form (a private type, so not in the public
+            # signature): picks go through the balancer.
+            self._conn: ClientConnection | None = None  # immutable after init
+            self._balancer: Balancer | None = connection  # immutable after init
+            scheme = b"https" if connection.tls else b"http"
+            default_authority = b"localhost"
+        elif isinstance(connection, ClientConnection):
+            self._conn = connection
+            self._balancer = None
+            scheme, default_authority = connection.scheme, connection.authority
+        else:
             raise TypeError(
                 "Channel needs a trio_h2t.ClientConnection (or use grpc.open_channel), "
                 f"not {type(connection).__name__}"
             )
-        self._conn = connection  # immutable after init
+        self._scheme = scheme  # immutable after init
+        # immutable after init: the :authority of every call (grpc: the target's)
+        self._authority = default_authority if authority is None else authority.encode("ascii")
+        self.wait_for_ready = check_bool(wait_for_ready, "wait_for_ready")  # immutable after init
         self.buffer_reuse = check_bool(buffer_reuse, "buffer_reuse")  # immutable after init
         self.compression = check_encoding(compression)  # immutable after init
         # immutable after init
@@ -715,8 +761,82 @@ class Channel:
 
     @property
     def connection(self) -> ClientConnection:
-        """The transport connection the calls run on."""
-        return self._conn
+        """The transport connection the calls run on (a channel made with
+        ``Channel(connection)``; a balanced channel: the one a call would pick now).
+
+        Raises: RpcError(UNAVAILABLE) if a balanced channel has no READY backend.
+        """
+        if self._conn is not None:
+            return self._conn
+        assert self._balancer is not None
+        conn = self._balancer.pick()
+        if conn is None:
+            raise RpcError(StatusCode.UNAVAILABLE, "no backend is READY")
+        return conn
+
+    def get_state(self) -> ConnectivityState:
+        """The channel's connectivity state (READY for a single-connection channel
+        that takes streams, SHUTDOWN once it ended or closed). Never checkpoints."""
+        if self._balancer is not None:
+            return self._balancer.state
+        assert self._conn is not None
+        if self._closing or not self._conn.accepting_streams:
+            return ConnectivityState.SHUTDOWN
+        return ConnectivityState.READY
+
+    async def wait_for_state_change(self, last: ConnectivityState) -> ConnectivityState:
+        """Wait until the state is not ``last``; return the new one.
+
+        Checkpoint: always. On cancellation: nothing changes.
+        """
+        if self._balancer is not None:
+            return await self._balancer.wait_for_state_change(last)
+        assert self._conn is not None
+        if self.get_state() is last:
+            await self._conn.wait_not_accepting()
+        await trio.lowlevel.checkpoint()
+        return self.get_state()
+
+    def subchannels(self) -> list[tuple[str, ConnectivityState]]:
+        """Each backend address (``host:port`` or a socket path) and its state."""
+        if self._balancer is None:
+            assert self._conn is not None
+            return [(self._conn.authority.decode(), self.get_state())]
+        return [
+            (a if isinstance(a, str) else f"{a[0]}:{a[1]}", sub.state)
+            for sub in self._balancer.subchannels
+            for a in (sub.address,)
+        ]
+
+    def _pick_nowait(self) -> ClientConnection | None:
+        # The hot path: the one connection, or an O(1) pick.
+        conn = self._conn
+        if conn is not None:
+            return conn
+        assert self._balancer is not None
+        return self._balancer.pick()
+
+    async def _pick(self, wait_for_ready: bool | None) -> ClientConnection:
+        """Wait for a connection to pick (inside the call's deadline scope).
+
+        Without wait_for_ready, fail UNAVAILABLE at once in TRANSIENT_FAILURE (with
+        the last connect error), and wait while CONNECTING or IDLE (grpcio's rule).
+        """
+        balancer = self._balancer
+        assert balancer is not None
+        wait = self.wait_for_ready if wait_for_ready is None else wait_for_ready
+        while True:
+            if self._closing or balancer.state is ConnectivityState.SHUTDOWN:
+                raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
+            conn = balancer.pick()
+            if conn is not None:
+                return conn
+            if balancer.state is ConnectivityState.TRANSIENT_FAILURE and not wait:
+                error = balancer.last_error()
+                raise RpcError(
+                    StatusCode.UNAVAILABLE, f"no backend is reachable (last error: {error})"
+                )
+            await balancer.wait_for_any_change()
 
     async def aclose(self) -> None:
         """Drain: refuse new calls (UNAVAILABLE), wait for the calls in progress to
@@ -728,7 +848,10 @@ class Channel:
         self._closing = True
         if self._active:
             await self._idle.wait()
-        await self._conn.aclose()
+        if self._conn is not None:
+            await self._conn.aclose()
+        else:
+            await trio.lowlevel.checkpoint()
 
     def _call_ended(self) -> None:
         self._active -= 1
@@ -758,7 +881,13 @@ class Channel:
         extra.extend(self._metadata_headers)
         if metadata:
             extra.extend(metadata_to_headers(Metadata(metadata)))
-        block = self._conn.request_headers("POST", method, extra)
+        block = [
+            (b":method", b"POST"),
+            (b":scheme", self._scheme),
+            (b":authority", self._authority),
+            (b":path", method.encode("ascii")),
+            *extra,
+        ]
         if plain and len(self._plain_headers) < _PLAIN_HEADERS_MAX:
             self._plain_headers[method] = tuple(block)
         return block
@@ -771,8 +900,11 @@ class Channel:
         timeout: float | None,
         metadata: MetadataLike,
         compression: str | bool | None,
+        wait_for_ready: bool | None = None,
     ) -> _CallOpener:
-        return _CallOpener(self, method, serializer, deserializer, timeout, metadata, compression)
+        return _CallOpener(
+            self, method, serializer, deserializer, timeout, metadata, compression, wait_for_ready
+        )
 
 
 @final
@@ -797,6 +929,7 @@ class _CallOpener:
         "_scope",
         "_serializer",
         "_timeout",
+        "_wait_for_ready",
     )
 
     def __init__(
@@ -808,8 +941,10 @@ class _CallOpener:
         timeout: float | None,
         metadata: MetadataLike,
         compression: str | bool | None,
+        wait_for_ready: bool | None,
     ) -> None:
         self._channel = channel  # immutable after init
+        self._wait_for_ready = wait_for_ready  # immutable after init
         self._method = method  # immutable after init
         self._serializer = serializer  # immutable after init
         self._deserializer = deserializer  # immutable after init
@@ -831,17 +966,13 @@ class _CallOpener:
         encoding = channel._encoding_for(self._compression)
         method = self._method
         headers = channel._headers(method, deadline, self._metadata, encoding)
-        opener = self._opener = channel._conn.open_stream(headers)
         channel._active += 1
         scope = None
         try:
             if own != math.inf:
                 scope = self._scope = trio.CancelScope(deadline=own)
                 scope.__enter__()
-            try:
-                stream = await opener.__aenter__()
-            except _TRANSPORT_ERRORS as exc:
-                raise RpcError(*_error_from_transport(exc)) from exc
+            stream = await self._open_attempt(headers)
         except BaseException as exc:
             try:
                 if scope is not None and scope.__exit__(type(exc), exc, exc.__traceback__):
@@ -851,6 +982,29 @@ class _CallOpener:
                 channel._call_ended()
             raise
         return Call._create(channel, stream, method, self._serializer, self._deserializer, encoding)
+
+    async def _open_attempt(self, headers: Sequence[tuple[bytes, bytes]]) -> H2Stream:
+        """Open the call's stream on a picked connection: one attempt, again (a
+        transparent retry) while a balanced channel's streams fail before any byte
+        of them reached a handler (GOAWAY, closing, refused)."""
+        channel = self._channel
+        retries = 0
+        while True:
+            conn = channel._pick_nowait()
+            if conn is None:
+                conn = await channel._pick(self._wait_for_ready)
+            opener = self._opener = conn.open_stream(headers)
+            try:
+                return await opener.__aenter__()
+            except _TRANSPORT_ERRORS as exc:
+                if (
+                    channel._balancer is not None
+                    and retries < MAX_TRANSPARENT_RETRIES
+                    and _never_processed(exc)
+                ):
+                    retries += 1
+                    continue
+                raise RpcError(*_error_from_transport(exc)) from exc
 
     async def __aexit__(
         self,
@@ -904,13 +1058,17 @@ class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
         timeout: float | None = None,
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
+        wait_for_ready: bool | None = None,
     ) -> AbstractAsyncContextManager[Call[Req, Resp]]:
         """Start a call and give its :class:`Call` for the duration of the block.
 
         ``timeout`` (seconds) bounds the call (RpcError(DEADLINE_EXCEEDED) when it
         expires; the service config's ``methodConfig.timeout`` when that is smaller);
         ``metadata`` is sent with the request headers; ``compression`` overrides the
-        channel's (None: no compression).
+        channel's (None: no compression); ``wait_for_ready`` overrides the channel's
+        (None: the service config's ``methodConfig.waitForReady``, else the
+        channel's): True waits, inside the deadline, for a READY backend instead of
+        failing UNAVAILABLE while the channel is in TRANSIENT_FAILURE.
 
         Checkpoint: entering (it may wait for stream quota). On cancellation, or
         leaving the block before the call ended: RST_STREAM(CANCEL).
@@ -920,10 +1078,18 @@ class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
         """
         channel = self._channel
         if channel._service_config is not None:  # methodConfig.timeout (no retries here)
-            configured = channel._service_config.method_config(self.method).timeout
-            timeout = _config_timeout(timeout, configured)
+            configured = channel._service_config.method_config(self.method)
+            timeout = _config_timeout(timeout, configured.timeout)
+            if wait_for_ready is None:
+                wait_for_ready = configured.wait_for_ready
         return channel._open(
-            self.method, self._serializer, self._deserializer, timeout, metadata, compression
+            self.method,
+            self._serializer,
+            self._deserializer,
+            timeout,
+            metadata,
+            compression,
+            wait_for_ready,
         )
 
 
@@ -956,8 +1122,11 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         timeout: float | None = None,  # noqa: ASYNC109 (sent as grpc-timeout)
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
+        wait_for_ready: bool | None = None,
     ) -> Resp:
-        """Send ``request``; return the response.
+        """Send ``request``; return the response. ``wait_for_ready``: as for
+        :meth:`open`. On a balanced channel a call whose stream never reached a
+        handler (GOAWAY, REFUSED_STREAM) is sent again, transparently.
 
         Checkpoint: always. On cancellation: RST_STREAM(CANCEL).
 
@@ -977,6 +1146,8 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         if channel._service_config is not None:
             config = channel._service_config.method_config(method)
             timeout = _config_timeout(timeout, config.timeout)
+            if wait_for_ready is None:
+                wait_for_ready = config.wait_for_ready
             if config.retry_policy is not None:
                 state = CallRetryState(
                     config.retry_policy, throttle=channel._retry_throttle, pool=channel._retry_pool
@@ -988,55 +1159,83 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
                 return retried
         own, deadline = _deadlines(timeout)
         encoding = channel._encoding_for(compression)
-        opener = channel._conn.open_stream(channel._headers(method, deadline, metadata, encoding))
+        headers = channel._headers(method, deadline, metadata, encoding)
         channel._active += 1
         scope = None
+        retries = 0
         try:
             if own != math.inf:
                 scope = trio.CancelScope(deadline=own)
                 scope.__enter__()
             try:
-                try:
-                    stream = await opener.__aenter__()
-                except _TRANSPORT_ERRORS as exc:
-                    raise RpcError(*_error_from_transport(exc)) from exc
-                call: Call[Any, Any] = Call._create(
-                    channel, stream, method, self._serializer, self._deserializer, encoding
-                )
-                try:
-                    await call._send(request, end=True)
-                    # Opening and sending were checkpoints: none of its own here. The
-                    # wait for the headers is in this frame (see Call._need_headers).
-                    if call._need_headers():
-                        try:
-                            head = await stream.receive_headers()
-                        except _TRANSPORT_ERRORS as exc:
-                            call._headers_lost(exc)
-                        call._take_headers(head)
-                    # The response usually arrives whole (headers, message, trailers
-                    # in one read): taken without a schedule point, each of which
-                    # is a trip of every call in flight through trio's scheduler
-                    # (docs/grpc.md, "Latency and the cyclic collector").
-                    first = False
+                while True:  # one attempt a turn: again only for a transparent retry
+                    conn = channel._pick_nowait()
+                    if conn is None:
+                        conn = await channel._pick(wait_for_ready)
+                    opener = conn.open_stream(headers)
+                    if channel._balancer is None:
+                        # No second attempt: drop the block now (the footprint of a
+                        # call in flight, tests/grpc_layer/test_footprint.py).
+                        headers = ()
                     try:
-                        payload = call._next_payload_nowait()
-                        first = True
-                        more = None if payload is None else call._next_payload_nowait()
-                    except trio.WouldBlock:
-                        if not first:
-                            payload = await call._next_payload()
-                        more = None if payload is None else await call._next_payload()
-                    if payload is None:
-                        raise call._fail(StatusCode.INTERNAL, "the server sent no response message")
-                    if more is not None:
-                        raise call._fail(
-                            StatusCode.INTERNAL, "the server sent more than one response message"
-                        )
-                    response: Resp = call._deserialize(payload)
-                except BaseException as exc:
-                    await opener.__aexit__(type(exc), exc, exc.__traceback__)
-                    raise
-                await opener.__aexit__(None, None, None)
+                        stream = await opener.__aenter__()
+                    except _TRANSPORT_ERRORS as exc:
+                        if (
+                            channel._balancer is not None
+                            and retries < MAX_TRANSPARENT_RETRIES
+                            and _never_processed(exc)
+                        ):
+                            retries += 1
+                            continue
+                        raise RpcError(*_error_from_transport(exc)) from exc
+                    call: Call[Any, Any] = Call._create(
+                        channel, stream, method, self._serializer, self._deserializer, encoding
+                    )
+                    try:
+                        await call._send(request, end=True)
+                        # Opening and sending were checkpoints: none of its own here. The
+                        # wait for the headers is in this frame (see Call._need_headers).
+                        if call._need_headers():
+                            try:
+                                head = await stream.receive_headers()
+                            except _TRANSPORT_ERRORS as exc:
+                                call._headers_lost(exc)
+                            call._take_headers(head)
+                        # The response usually arrives whole (headers, message, trailers
+                        # in one read): taken without a schedule point, each of which
+                        # is a trip of every call in flight through trio's scheduler
+                        # (docs/grpc.md, "Latency and the cyclic collector").
+                        first = False
+                        try:
+                            payload = call._next_payload_nowait()
+                            first = True
+                            more = None if payload is None else call._next_payload_nowait()
+                        except trio.WouldBlock:
+                            if not first:
+                                payload = await call._next_payload()
+                            more = None if payload is None else await call._next_payload()
+                        if payload is None:
+                            raise call._fail(
+                                StatusCode.INTERNAL, "the server sent no response message"
+                            )
+                        if more is not None:
+                            raise call._fail(
+                                StatusCode.INTERNAL,
+                                "the server sent more than one response message",
+                            )
+                        response: Resp = call._deserialize(payload)
+                    except BaseException as exc:
+                        await opener.__aexit__(type(exc), exc, exc.__traceback__)
+                        if (
+                            channel._balancer is not None
+                            and retries < MAX_TRANSPARENT_RETRIES
+                            and _never_processed(exc)
+                        ):
+                            retries += 1
+                            continue
+                        raise
+                    await opener.__aexit__(None, None, None)
+                    break
             except BaseException as exc:
                 if scope is None or not scope.__exit__(type(exc), exc, exc.__traceback__):
                     raise
@@ -1222,8 +1421,8 @@ class StreamStreamMethod(_Method[Req, Resp]):
 
 
 def open_channel(
-    host: str,
-    port: int,
+    target: str,
+    port: int | None = None,
     *,
     ssl_context: ssl.SSLContext | None = None,
     config: trio_h2t.TransportConfig | None = None,
@@ -1233,23 +1432,48 @@ def open_channel(
     max_send_message_size: int | None = None,
     metadata: MetadataLike = (),
     buffer_reuse: bool = True,
+    wait_for_ready: bool = False,
+    backoff: ConnectionBackoff | None = None,
+    keepalive_time: float | None = None,
+    keepalive_timeout: float | None = None,
+    keepalive_permit_without_calls: bool | None = None,
     service_config: str | Mapping[str, Any] | ServiceConfig | None = None,
 ) -> AbstractAsyncContextManager[Channel]:
-    """Connect (``trio_h2t.open_connection``: h2c, or TLS with ``ssl_context``) and
-    give a :class:`Channel` on it: ``async with grpc.open_channel(host, port) as
-    channel``. ``connect_timeout`` (seconds, None for none) bounds the TCP connect
-    and TLS handshake, and ``config.handshake_timeout`` the HTTP/2 one, as for
-    ``open_connection``; a call's ``timeout`` does not cover connecting. The other
-    options are the Channel's.
+    """Give a :class:`Channel`: ``async with grpc.open_channel(target) as channel``.
 
-    Leaving the block drains the channel (:meth:`Channel.aclose`), then the
-    connection closes gracefully; leaving with an exception closes it at once.
+    ``target`` is a gRPC target string (grpc's doc/naming.md, :func:`parse_target`):
+    ``dns:///host:port`` or ``host:port`` (every address the name resolves to),
+    ``ipv4:a:p,b:p``, ``ipv6:[a]:p,...``, ``unix:path`` / ``unix:///abs/path``; the
+    port defaults to 443. Such a channel has a subchannel per address, each one
+    connection kept up with reconnect ``backoff`` (:class:`ConnectionBackoff`), and
+    picks by the ``service_config``'s ``loadBalancingConfig`` (``pick_first``, the
+    default, or ``round_robin``; grpcio's ``grpc.service_config`` option, a JSON str,
+    a dict or a :class:`ServiceConfig`); a backend's GOAWAY
+    drains its connection and a new one replaces it, and a call that never reached
+    a handler is resent transparently (docs/grpc-channels.md). ``wait_for_ready``
+    is the calls' default (grpcio's semantics: without it a call fails UNAVAILABLE
+    at once while the channel is in TRANSIENT_FAILURE).
 
-    Checkpoint: entering and leaving. Raises: as ``trio_h2t.open_connection``
-    (ConnectionLostError, not RpcError, if it cannot connect); TypeError or
-    ValueError for a wrong channel option (as :class:`Channel`), at once, before
-    connecting; TypeError naming the fix if the result is awaited or used without
-    ``async with``.
+    ``open_channel(host, port)`` (a port given) is the single-connection channel of
+    before: one ``trio_h2t.open_connection``, no reconnection, and entering fails
+    with ConnectionLostError if it cannot connect.
+
+    ``connect_timeout`` (seconds) bounds the TCP connect and TLS handshake of the
+    ``(host, port)`` form; a target channel bounds each connect by its backoff
+    instead (the larger of the current backoff and ``min_connect_timeout``).
+    ``keepalive_time``, ``keepalive_timeout`` (seconds) and
+    ``keepalive_permit_without_calls`` set ``config``'s ``keepalive_time``,
+    ``keepalive_timeout`` and ``keepalive_permit_without_stream`` (grpcio's
+    ``grpc.keepalive_time_ms``, ``grpc.keepalive_timeout_ms``,
+    ``grpc.keepalive_permit_without_calls``, in seconds). The other options are the
+    Channel's.
+
+    Leaving the block drains the channel (:meth:`Channel.aclose`), then every
+    connection closes; leaving with an exception closes them at once.
+
+    Checkpoint: entering and leaving. Raises: TypeError or ValueError for a wrong
+    option or a malformed target, at once, before connecting; TypeError naming the
+    fix if the result is awaited or used without ``async with``.
     """
     # The channel's options are checked before connecting, so a wrong one fails with
     # no connection made (Channel checks them again; that costs nothing).
@@ -1257,53 +1481,123 @@ def open_channel(
     check_size(max_receive_message_size, "max_receive_message_size")
     check_size(max_send_message_size, "max_send_message_size")
     check_bool(buffer_reuse, "buffer_reuse")
+    check_bool(wait_for_ready, "wait_for_ready")
     Metadata(metadata)
     if not isinstance(service_config, ServiceConfig):
         service_config = None if service_config is None else parse_service_config(service_config)
+    config = _keepalive_config(
+        config, keepalive_time, keepalive_timeout, keepalive_permit_without_calls
+    )
+    options = {
+        "compression": compression,
+        "max_receive_message_size": max_receive_message_size,
+        "max_send_message_size": max_send_message_size,
+        "metadata": metadata,
+        "buffer_reuse": buffer_reuse,
+        "wait_for_ready": wait_for_ready,
+        "service_config": service_config,
+    }
+    if port is not None:
+        return AsyncWithOnly(
+            _open_single(target, port, ssl_context, config, connect_timeout, options),
+            "grpc.open_channel(...)",
+            "async with grpc.open_channel(host, port) as channel:",
+        )
+    parsed = parse_target(target)
+    lb_policy = "pick_first" if service_config is None else service_config.lb_policy
+    if lb_policy not in LB_POLICIES:
+        raise ValueError(
+            f"load-balancing policy {lb_policy!r} is not supported:"
+            f" use one of {', '.join(LB_POLICIES)}"
+        )
+    if backoff is not None and not isinstance(backoff, ConnectionBackoff):
+        raise TypeError(f"backoff takes a grpc.ConnectionBackoff, not {type(backoff).__name__}")
     return AsyncWithOnly(
-        _open_channel(
-            host,
-            port,
-            ssl_context,
-            config,
-            connect_timeout,
-            compression,
-            max_receive_message_size,
-            max_send_message_size,
-            metadata,
-            buffer_reuse,
-            service_config,
+        _open_balanced(
+            parsed, lb_policy, ssl_context, config, backoff or ConnectionBackoff(), options
         ),
         "grpc.open_channel(...)",
-        "async with grpc.open_channel(host, port) as channel:",
+        "async with grpc.open_channel(target) as channel:",
     )
 
 
+def _keepalive_config(
+    config: trio_h2t.TransportConfig | None,
+    keepalive_time: float | None,
+    keepalive_timeout: float | None,
+    permit: bool | None,
+) -> trio_h2t.TransportConfig | None:
+    """``config`` with the channel's keepalive options in (None: unchanged)."""
+    changes: dict[str, Any] = {}
+    if keepalive_time is not None:
+        changes["keepalive_time"] = keepalive_time
+    if keepalive_timeout is not None:
+        changes["keepalive_timeout"] = keepalive_timeout
+    if permit is not None:
+        changes["keepalive_permit_without_stream"] = check_bool(
+            permit, "keepalive_permit_without_calls"
+        )
+    if not changes:
+        return config
+    return dataclasses.replace(config or trio_h2t.TransportConfig(), **changes)
+
+
 @asynccontextmanager
-async def _open_channel(
+async def _open_single(
     host: str,
     port: int,
     ssl_context: ssl.SSLContext | None,
     config: trio_h2t.TransportConfig | None,
     connect_timeout: float | None,
-    compression: str | None,
-    max_receive_message_size: int | None,
-    max_send_message_size: int | None,
-    metadata: MetadataLike,
-    buffer_reuse: bool,
-    service_config: ServiceConfig | None,
+    options: dict[str, Any],
 ) -> AsyncIterator[Channel]:
     async with trio_h2t.open_connection(
         host, port, ssl_context=ssl_context, config=config, connect_timeout=connect_timeout
     ) as conn:
-        channel = Channel(
-            conn,
-            compression=compression,
-            max_receive_message_size=max_receive_message_size,
-            max_send_message_size=max_send_message_size,
-            metadata=metadata,
-            buffer_reuse=buffer_reuse,
-            service_config=service_config,
-        )
+        channel = Channel(conn, **options)
         yield channel
         await channel.aclose()
+
+
+async def _resolve(target: Target) -> list[Address]:
+    """The backend addresses of ``target``: a dns name through trio's getaddrinfo
+    (every A/AAAA record, in the resolver's order, duplicates dropped)."""
+    if target.path is not None:
+        return [target.path]
+    if target.host is None:
+        return list(target.addresses)
+    assert target.port is not None
+    infos = await trio.socket.getaddrinfo(target.host, target.port, type=trio.socket.SOCK_STREAM)
+    seen: list[Address] = []
+    for _family, _type, _proto, _name, sockaddr in infos:
+        address = (str(sockaddr[0]), int(sockaddr[1]))
+        if address not in seen:
+            seen.append(address)
+    if not seen:
+        raise RpcError(StatusCode.UNAVAILABLE, f"{target.host!r} resolves to no address")
+    return seen
+
+
+@asynccontextmanager
+async def _open_balanced(
+    target: Target,
+    lb_policy: str,
+    ssl_context: ssl.SSLContext | None,
+    config: trio_h2t.TransportConfig | None,
+    backoff: ConnectionBackoff,
+    options: dict[str, Any],
+) -> AsyncIterator[Channel]:
+    addresses = await _resolve(target)
+    balancer = Balancer(
+        addresses,
+        policy=lb_policy,  # type: ignore[arg-type]
+        ssl_context=ssl_context,
+        config=config,
+        backoff=backoff,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(balancer.run)
+        channel = Channel(balancer, authority=target.authority, **options)  # type: ignore[arg-type]
+        yield channel
+        await channel.aclose()
+        nursery.cancel_scope.cancel()

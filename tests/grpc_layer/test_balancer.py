@@ -1,0 +1,260 @@
+"""Target channels: subchannels, pick_first / round_robin, connectivity states,
+wait_for_ready, and GOAWAY drains, against real trio_h2t.grpc servers on loopback
+(trio_h2t/grpc/_balancer.py, docs/grpc-channels.md)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+import trio
+import trio.testing
+
+import trio_h2t
+from trio_h2t import grpc
+from trio_h2t.grpc import ConnectivityState
+
+LIMIT = 10
+FAST = grpc.ConnectionBackoff(
+    initial_backoff=0.05, multiplier=1.6, jitter=0.2, max_backoff=0.2, min_connect_timeout=1.0
+)
+WHO = "/t.T/Who"
+RR: dict[str, object] = {"loadBalancingConfig": [{"round_robin": {}}]}
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free at the time of asking."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Backend:
+    """One gRPC server on 127.0.0.1 that answers /t.T/Who with its name and counts
+    the calls it answered; ``stop`` drains it (cancelling serve_tcp: GOAWAY)."""
+
+    def __init__(self, name: str, counts: collections.Counter[str], port: int) -> None:
+        self.name = name
+        self.port = port
+        self.counts = counts
+        self.scope: trio.CancelScope | None = None
+
+    async def who(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        if request == b"slow":
+            await trio.sleep(0.05)
+        self.counts[self.name] += 1
+        return self.name.encode()
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        server = grpc.Server([{WHO: grpc.unary_unary_handler(self.who)}])
+        scope = self.scope = trio.CancelScope()
+
+        async def run(task_status: trio.TaskStatus[trio_h2t.H2Server]) -> None:
+            with scope:
+                await trio_h2t.serve_tcp(
+                    server, self.port, host="127.0.0.1", task_status=task_status
+                )
+
+        await nursery.start(run)
+
+    def stop(self) -> None:
+        assert self.scope is not None
+        self.scope.cancel()
+
+
+@asynccontextmanager
+async def backends(n: int) -> AsyncIterator[tuple[list[Backend], collections.Counter[str]]]:
+    counts: collections.Counter[str] = collections.Counter()
+    async with trio.open_nursery() as nursery:
+        group = [Backend(f"b{i}", counts, free_port()) for i in range(n)]
+        for b in group:
+            await b.start(nursery)
+        yield group, counts
+        nursery.cancel_scope.cancel()
+
+
+def ipv4(group: list[Backend]) -> str:
+    return "ipv4:" + ",".join(f"127.0.0.1:{b.port}" for b in group)
+
+
+async def ready(channel: grpc.Channel, n: int) -> None:
+    """Wait until ``n`` subchannels are READY."""
+    while sum(s is ConnectivityState.READY for _, s in channel.subchannels()) < n:
+        await subchannel_change(channel)
+
+
+async def subchannel_change(channel: grpc.Channel) -> None:
+    """Wait for the next state change of any of the channel's subchannels."""
+    assert channel._balancer is not None
+    await channel._balancer.wait_for_any_change()
+
+
+async def test_round_robin_spreads_calls_evenly_and_skips_a_stopped_backend() -> None:
+    """Round robin over 3 READY backends answers 30 calls 10 each; with one stopped,
+    the next calls go only to the other two and none fails."""
+    with trio.fail_after(LIMIT):
+        async with (
+            backends(3) as (group, counts),
+            grpc.open_channel(ipv4(group), service_config=RR, backoff=FAST) as ch,
+        ):
+            await ready(ch, 3)
+            who = ch.unary_unary(WHO)
+            for _ in range(30):
+                await who(b"")
+            assert counts == {"b0": 10, "b1": 10, "b2": 10}
+            group[1].stop()
+            while dict(ch.subchannels())[f"127.0.0.1:{group[1].port}"] is ConnectivityState.READY:
+                await subchannel_change(ch)
+            counts.clear()
+            for _ in range(20):
+                await who(b"")
+            assert counts == {"b0": 10, "b2": 10}
+
+
+async def test_pick_first_sticks_to_the_first_and_fails_over() -> None:
+    """pick_first sends every call to the first READY backend; once it stops, the
+    calls go to the next one without failing."""
+    with trio.fail_after(LIMIT):
+        async with (
+            backends(2) as (group, counts),
+            grpc.open_channel(ipv4(group), backoff=FAST) as ch,
+        ):
+            await ready(ch, 2)
+            who = ch.unary_unary(WHO)
+            assert {await who(b"") for _ in range(10)} == {b"b0"}
+            group[0].stop()
+            answers = [await who(b"") for _ in range(10)]
+            assert answers[-1] == b"b1"
+            assert counts["b0"] + counts["b1"] == 20
+
+
+async def test_a_draining_backend_loses_no_call() -> None:
+    """Calls running from 5 tasks while one of 3 backends drains (GOAWAY): zero
+    failed calls, each answered once, and the drained backend's later share moves
+    to the others."""
+    failures: list[BaseException] = []
+    done = 0
+    with trio.fail_after(LIMIT):
+        async with (
+            backends(3) as (group, counts),
+            grpc.open_channel(ipv4(group), service_config=RR, backoff=FAST) as ch,
+        ):
+            await ready(ch, 3)
+            who = ch.unary_unary(WHO)
+
+            async def worker(n: int) -> None:
+                nonlocal done
+                for _ in range(n):
+                    try:
+                        await who(b"slow")
+                        done += 1
+                    except grpc.RpcError as exc:
+                        failures.append(exc)
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(5):
+                    nursery.start_soon(worker, 20)
+                await trio.sleep(0.2)
+                group[0].stop()
+    assert failures == []
+    assert done == 100
+    assert sum(counts.values()) == 100
+
+
+async def test_without_backends_a_call_fails_unavailable_fast_and_wait_for_ready_waits() -> None:
+    """With every backend down a call fails UNAVAILABLE at once (the connect error in
+    its details); with wait_for_ready it waits, inside its deadline, for the backend
+    that starts later."""
+    port = free_port()
+    counts: collections.Counter[str] = collections.Counter()
+    with trio.fail_after(LIMIT):
+        async with (
+            trio.open_nursery() as nursery,
+            grpc.open_channel(f"ipv4:127.0.0.1:{port}", backoff=FAST) as ch,
+        ):
+            who = ch.unary_unary(WHO)
+            while ch.get_state() is not ConnectivityState.TRANSIENT_FAILURE:
+                await ch.wait_for_state_change(ch.get_state())
+            with trio.fail_after(1):
+                with pytest.raises(grpc.RpcError) as info:
+                    await who(b"")
+            assert info.value.code == grpc.StatusCode.UNAVAILABLE
+            assert "cannot connect" in str(info.value.details)
+            backend = Backend("late", counts, port)
+
+            async def start_later() -> None:
+                await trio.sleep(0.2)
+                await backend.start(nursery)
+
+            nursery.start_soon(start_later)
+            assert await who(b"", wait_for_ready=True, timeout=5) == b"late"
+            nursery.cancel_scope.cancel()
+
+
+async def test_connectivity_states_in_order() -> None:
+    """A channel goes IDLE or CONNECTING, then READY, then SHUTDOWN once left."""
+    seen: list[ConnectivityState] = []
+    with trio.fail_after(LIMIT):
+        async with backends(1) as (group, _):
+            async with grpc.open_channel(ipv4(group), backoff=FAST) as ch:
+                state = ch.get_state()
+                seen.append(state)
+                while state is not ConnectivityState.READY:
+                    state = await ch.wait_for_state_change(state)
+                    seen.append(state)
+            seen.append(ch.get_state())
+    assert seen[0] in (ConnectivityState.IDLE, ConnectivityState.CONNECTING)
+    assert seen[-2:] == [ConnectivityState.READY, ConnectivityState.SHUTDOWN]
+    assert ConnectivityState.TRANSIENT_FAILURE not in seen
+
+
+async def test_dns_target_reaches_every_localhost_record() -> None:
+    """dns:///localhost:PORT resolves through trio (one subchannel per record) and
+    reaches the server; :authority is the target's name."""
+    seen: list[str] = []
+
+    async def who(request: bytes, context: grpc.ServicerContext) -> bytes:
+        seen.append(context.request.authority)
+        return b"ok"
+
+    server = grpc.Server([{WHO: grpc.unary_unary_handler(who)}])
+    infos = socket.getaddrinfo("localhost", 0, type=socket.SOCK_STREAM)
+    with trio.fail_after(LIMIT):
+        async with trio_h2t.open_server(server, 0, host="127.0.0.1") as h2server:
+            target = f"dns:///localhost:{h2server.port}"
+            async with grpc.open_channel(target, backoff=FAST) as ch:
+                assert len(ch.subchannels()) == len({i[4][0] for i in infos})
+                assert await ch.unary_unary(WHO)(b"", wait_for_ready=True) == b"ok"
+    assert seen == [f"localhost:{h2server.port}"]
+
+
+async def test_unix_target() -> None:
+    """unix:PATH reaches a server on a Unix socket in a temporary folder."""
+    server = grpc.Server([{WHO: grpc.unary_unary_handler(_ok)}])
+    with tempfile.TemporaryDirectory() as tmp, trio.fail_after(LIMIT):
+        path = os.path.join(tmp, "s")
+        sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        await sock.bind(path)
+        sock.listen()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trio_h2t.serve_listeners, server, [trio.SocketListener(sock)])
+            async with grpc.open_channel(f"unix:{path}", backoff=FAST) as ch:
+                assert await ch.unary_unary(WHO)(b"", wait_for_ready=True) == b"ok"
+            nursery.cancel_scope.cancel()
+
+
+async def _ok(request: bytes, context: grpc.ServicerContext) -> bytes:
+    return b"ok"
+
+
+def test_bad_lb_policy_and_target_raise_before_connecting() -> None:
+    """A malformed target raises ValueError at once, a wrong backoff TypeError."""
+    with pytest.raises(ValueError, match="gRPC target"):
+        grpc.open_channel("ipv4:nope")
+    with pytest.raises(TypeError, match="ConnectionBackoff"):
+        grpc.open_channel("localhost:1", backoff=1.0)  # type: ignore[arg-type]
