@@ -99,6 +99,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_sniff": frozenset(),
     # Worker processes sharing a port: SO_REUSEPORT listeners and the supervisor.
     "_workers": frozenset(),
+    "_linger": frozenset({"_connection"}),
+    "_workerpool": frozenset({"_config", "_server", "_workers"}),
     # Loopy knows the rest of its connection only through its LoopyCore protocol.
     "_loopy": frozenset(
         {
@@ -152,6 +154,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_headers",
             "_items",
             "_keepalive",
+            "_linger",
             "_messages",
             "_reader",
             "_statistics",
@@ -166,6 +169,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_exceptions",
             "_items",
             "_keepalive",
+            "_linger",
             "_messages",
             "_reader",
             "_sniff",
@@ -191,6 +195,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_streamview",
             "_util",
             "_version",
+            "_workerpool",
         }
     ),
     "__main__": frozenset({"_cli"}),

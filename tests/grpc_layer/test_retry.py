@@ -354,3 +354,24 @@ async def test_stream_unary_past_buffer_bound_not_retried() -> None:
                 await run_with_retries(state, attempt, timeout=5)
     assert state.committed
     assert len(servicer.received) == 1
+
+
+async def test_channel_retries_stream_unary() -> None:
+    """A channel's stream-unary call retries per its methodConfig, replaying its requests."""
+    servicer = FlakyUpload(2)
+
+    async def requests() -> AsyncIterator[bytes]:
+        for part in (b"p", b"q", b"r"):
+            yield part
+
+    with trio.fail_after(5):
+        async with (
+            trio_h2t.open_server(grpc.Server([servicer]), 0, host="127.0.0.1") as server,
+            grpc.open_channel(
+                "127.0.0.1",
+                server.port,
+                service_config={"methodConfig": CONFIG_JSON["methodConfig"]},
+            ) as channel,
+        ):
+            assert await channel.stream_unary("/test.Flaky/Upload")(requests()) == b"pqr"
+    assert servicer.received == [[b"p", b"q", b"r"]] * 3

@@ -71,6 +71,7 @@ from ._retry import CallRetryState, RetryBufferPool, RetryThrottle
 from ._retrying import (
     open_with_retries,
     run_with_retries,
+    stream_unary_attempt,
     unary_stream_attempt,
     unary_unary_attempt,
 )
@@ -674,10 +675,10 @@ class Channel:
     call before the call's own, ``buffer_reuse`` (default True: each call's response
     decoder keeps one buffer for messages of 1 KiB and more, see
     :class:`MessageDecoder`), ``service_config`` (JSON text, its mapping or a
-    :class:`ServiceConfig`: ``methodConfig`` timeouts and, for unary-unary and
-    unary-stream methods, retry policies; see ``docs/grpc.md``, "Service config and
-    retries"), ``interceptors`` (client interceptors, the first the outermost),
-    ``call_credentials`` (a callable adding metadata to each call,
+    :class:`ServiceConfig`: ``methodConfig`` timeouts and, for unary-unary,
+    unary-stream and stream-unary methods, retry policies; see ``docs/grpc.md``,
+    "Service config and retries"), ``interceptors`` (client interceptors, the first
+    the outermost), ``call_credentials`` (a callable adding metadata to each call,
     refused without TLS unless ``insecure_call_credentials=True``): see
     ``docs/grpc.md``, "Interceptors" and "Call credentials".
 
@@ -1416,6 +1417,19 @@ class StreamUnaryMethod(_Method[Req, Resp]):
 
         Checkpoint: always. On cancellation: RST_STREAM(CANCEL).
         """
+        channel = self._channel
+        if channel._service_config is not None:
+            config = channel._service_config.method_config(self.method)
+            if config.retry_policy is not None:
+                state = CallRetryState(
+                    config.retry_policy, throttle=channel._retry_throttle, pool=channel._retry_pool
+                )
+                attempt = stream_unary_attempt(
+                    self, requests, metadata=metadata, compression=compression
+                )
+                timeout = _config_timeout(timeout, config.timeout)
+                retried: Resp = await run_with_retries(state, attempt, timeout=timeout)
+                return retried
         response, _ = await self.with_call(
             requests, timeout=timeout, metadata=metadata, compression=compression
         )

@@ -236,20 +236,38 @@ def stream_unary_attempt(
         async with method.open(
             timeout=timeout, metadata=base + extra, compression=compression
         ) as call:
-            for request in kept:
-                await call.send_message(request)
-            async for request in source:
-                if not state.committed:
-                    if state.buffer(len(serialize(request))):
-                        kept.append(request)
-                    else:
-                        kept.clear()
-                await call.send_message(request)
-            await call.done_writing()
-            await call.initial_metadata()
-            if call.code is None:
-                state.on_headers()
-            return await call.receive_response()
+
+            async def send_all() -> None:
+                # As the channel's own stream-unary path: a failed stream is
+                # reported by the receiver, which cancels this once it has the answer.
+                try:
+                    for request in kept:
+                        await call.send_message(request)
+                    async for request in source:
+                        if not state.committed:
+                            if state.buffer(len(serialize(request))):
+                                kept.append(request)
+                            else:
+                                kept.clear()
+                        await call.send_message(request)
+                    await call.done_writing()
+                except (RpcError, trio.ClosedResourceError, trio.BrokenResourceError):
+                    pass
+
+            failure: RpcError | None = None
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send_all)
+                try:
+                    await call.initial_metadata()
+                    if call.code is None:
+                        state.on_headers()
+                    result = await call.receive_response()
+                except RpcError as exc:
+                    failure = exc
+                nursery.cancel_scope.cancel()
+            if failure is not None:
+                raise failure
+            return result
 
     return attempt
 
