@@ -18,8 +18,9 @@ until the peer hangs up, for at most ``LINGER`` seconds, and only then closes:
   last stream: it half-closes first (``send_eof``, a FIN: a TCP transport is a
   ``HalfCloseableStream``), so the server's reader sees EOF at once and the server
   closes without lingering; the client then reads the server's last frames and its
-  EOF. A transport that cannot half-close (TLS) is read until the server hangs up
-  or the bound runs out.
+  EOF. A transport that cannot half-close (TLS, a custom stream) is closed at once,
+  as before: the server lingers for that close, so reading for the server's EOF
+  would make both sides wait out the bound (the kernel may then send a RST).
 
 A peer that neither answers nor closes costs the closing side ``LINGER`` seconds,
 no more. A cancelled close does not linger: the read is cancelled and the caller
@@ -90,9 +91,12 @@ async def _half_close_and_read(core: ConnectionCore) -> None:
         await core.reader_stopped.wait()
     if core.eof_seen:
         return
-    if isinstance(transport, trio.abc.HalfCloseableStream):
-        try:
-            await transport.send_eof()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return
+    if not isinstance(transport, trio.abc.HalfCloseableStream):
+        # No FIN to send (TLS, a custom stream): a server lingers until our close,
+        # so reading for its EOF would only make both sides wait out LINGER.
+        return
+    try:
+        await transport.send_eof()
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return
     await linger(transport)
