@@ -634,10 +634,11 @@ def test_serve_idle_timeout_flag(args: tuple[str, ...], idle: float | None) -> N
 
 
 @pytest.mark.parametrize(
-    ("args", "size"), [((), 1024 * 1024), (("--max-frame-size", "16384"), 16384)]
+    ("args", "size"), [((), 16384), (("--max-frame-size", "1048576"), 1024 * 1024)]
 )
 def test_serve_max_frame_size_flag(args: tuple[str, ...], size: int) -> None:
-    """``serve`` advertises the library's 1 MiB SETTINGS_MAX_FRAME_SIZE unless told."""
+    """``serve`` advertises RFC 9113's initial 16 KiB SETTINGS_MAX_FRAME_SIZE unless
+    told otherwise (the library's default is 1 MiB)."""
     assert trio_h2t.TransportConfig().max_frame_size == 1024 * 1024
     assert _build_parser().parse_args(["serve", *args]).max_frame_size == size
 

@@ -179,17 +179,6 @@ def test_4_2_continuation_frame_over_max_frame_size(conn: H2Client) -> None:
     conn.expect_connection_error(ErrorCode.FRAME_SIZE_ERROR)
 
 
-def test_4_2_h2spec_headers_frame_within_advertised_max_frame_size(conn: H2Client) -> None:
-    """RFC 9113 §4.2: h2spec http2/4.2/3's HEADERS frame (five 4000-byte fields, about
-    17.5 KB) is within the 1 MiB SETTINGS_MAX_FRAME_SIZE ``serve`` advertises by
-    default, so it is answered; test_http2_4_2_rfc_frame_size.py runs it at 16 KiB."""
-    assert conn.server_settings[Setting.MAX_FRAME_SIZE] == 1024 * 1024
-    frame = conn.headers_frame(1, H2SPEC_4_2_3_HEADERS)
-    assert 16384 < len(frame.data) < 1024 * 1024
-    conn.send(frame)
-    conn.expect_headers(1)
-
-
 def test_4_2_settings_frame_over_max_frame_size(conn: H2Client) -> None:
     """RFC 9113 §4.2: an oversized SETTINGS frame (unknown settings, over the server's
     SETTINGS_MAX_FRAME_SIZE) is a connection error FRAME_SIZE_ERROR (beyond h2spec)."""

@@ -1,11 +1,11 @@
-"""RFC 9113 §4.2 at the RFC's SETTINGS_MAX_FRAME_SIZE: ``serve --max-frame-size 16384``.
+"""RFC 9113 §4.2 at the RFC's SETTINGS_MAX_FRAME_SIZE, ``trio-h2t serve``'s default.
 
 h2spec's http2/4.2/3 sends a HEADERS frame of about 17.5 KB whatever the server
 advertises, so it only tests anything against a server that advertises 16 KiB (the
-RFC's initial value). ``trio-h2t serve`` advertises 1 MiB by default, which that frame
-fits in (test_http2_3_4.py checks it is answered); this module runs the same frame,
-and its siblings, against ``serve --max-frame-size 16384``, the command
-docs/architecture.md gives for h2spec.
+RFC's initial value), which is what ``trio-h2t serve`` advertises unless told
+otherwise (``SERVE_FRAME_SIZE`` in trio_h2t/_cli.py). This module sends that frame, and
+its siblings, to the plain command; test_http2_4_2_large_frame_size.py checks that a
+server started with ``--max-frame-size 1048576`` answers it.
 """
 
 from __future__ import annotations
@@ -25,14 +25,12 @@ from .harness import (
 )
 from .test_http2_3_4 import DUMMY, H2SPEC_4_2_3_HEADERS
 
-#: Appended to this module's ``trio-h2t serve`` command (conftest.py).
-SERVE_ARGS = ("--max-frame-size", "16384")
 #: RFC 9113 §6.5.2: the initial (and smallest) SETTINGS_MAX_FRAME_SIZE.
 RFC_FRAME_SIZE = 16384
 
 
 def test_4_2_advertises_rfc_frame_size(conn: H2Client) -> None:
-    """``--max-frame-size 16384`` is the initial value, so the server's SETTINGS
+    """``serve``'s default frame size is the initial value, so the server's SETTINGS
     leave it out (or say 16384)."""
     assert conn.server_settings.get(Setting.MAX_FRAME_SIZE, RFC_FRAME_SIZE) == RFC_FRAME_SIZE
 
