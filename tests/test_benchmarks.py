@@ -735,3 +735,21 @@ def test_results_file_holds_the_figures_the_readme_records() -> None:
     assert not missing, "\n".join(missing)
     for block in ("grpc_peers", "grpc_icount", "bulk"):
         assert f"### {results[block]['section']}" in readme
+
+
+@pytest.mark.parametrize("request_first", [False, True], ids=["handshake", "one-get"])
+def test_idle_footprint_measures_serve_and_nginx(request_first: bool) -> None:
+    """idle_footprint.py opens real idle connections to ``trio-h2t serve`` and nginx
+    and reports each server's RSS per connection (serve's 40 connections always touch
+    new pages; nginx's 40 may fit in pages it has)."""
+    args = ["--connections", "40", "--rounds", "1", "--servers", "serve", "nginx"]
+    proc = script("idle_footprint.py", *args, *(["--request"] if request_first else []))
+    assert proc.returncode == 0, proc.stderr
+    rows = {
+        line.split()[0]: float(line.split()[1].removesuffix("KB"))
+        for line in proc.stdout.splitlines()
+        if line.startswith(("serve ", "nginx "))
+    }
+    assert set(rows) == {"serve", "nginx"}
+    assert rows["serve"] > 0, proc.stdout
+    assert rows["nginx"] >= 0, proc.stdout
