@@ -753,3 +753,25 @@ def test_idle_footprint_measures_serve_and_nginx(request_first: bool) -> None:
     assert set(rows) == {"serve", "nginx"}
     assert rows["serve"] > 0, proc.stdout
     assert rows["nginx"] >= 0, proc.stdout
+
+
+def test_micro_ceiling_runs_the_correctness_layer_alone() -> None:
+    """micro/ceiling.py's ``--state fixes`` runs the exchange on the correctness layer."""
+    proc = script("micro/ceiling.py", "--state", "fixes", "--runs", "1", "--rpcs", "200")
+    assert proc.returncode == 0, proc.stderr
+    assert "ceiling (fixes" in proc.stdout
+
+
+def test_micro_h2_budget_reports_each_piece_and_the_floors() -> None:
+    """micro/h2_budget.py times every public-API piece and sums each side's floor."""
+    proc = script("micro/h2_budget.py", "--ops", "200", "--runs", "1")
+    assert proc.returncode == 0, proc.stderr
+    figures = {
+        line.rsplit(None, 2)[0].split("  ")[0]: float(line.split()[-2])
+        for line in proc.stdout.splitlines()
+        if line.endswith("µs")
+    }
+    assert len(figures) == 9
+    assert all(value > 0 for value in figures.values()), proc.stdout
+    assert "floor, client side" in proc.stdout
+    assert "floor, server side" in proc.stdout
