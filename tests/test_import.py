@@ -100,7 +100,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Worker processes sharing a port: SO_REUSEPORT listeners and the supervisor.
     "_workers": frozenset(),
     "_linger": frozenset({"_connection"}),
-    "_workerpool": frozenset({"_config", "_server", "_workers"}),
+    "_workerpool": frozenset({"_config", "_server", "_stopping", "_util", "_workers"}),
+    # How a serving process stops (trio-h2t serve and serve_worker).
+    "_stopping": frozenset({"_server"}),
     # Loopy knows the rest of its connection only through its LoopyCore protocol.
     "_loopy": frozenset(
         {
@@ -181,7 +183,16 @@ ALLOWED: dict[str, frozenset[str]] = {
     ),
     # ``check`` imports trio_h2t.testing's runner (and Hypothesis) only when it runs.
     "_cli": frozenset(
-        {"_client", "_config", "_headers", "_server", "_stream", "_workers", "testing._check"}
+        {
+            "_client",
+            "_config",
+            "_headers",
+            "_server",
+            "_stopping",
+            "_stream",
+            "_workers",
+            "testing._check",
+        }
     ),
     "__init__": frozenset(
         {

@@ -68,7 +68,7 @@ import signal
 import ssl
 import stat
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TextIO, TypeVar
 from urllib.parse import unquote_to_bytes, urlsplit
@@ -79,6 +79,7 @@ from ._client import open_connection
 from ._config import RFC_MAX_FRAME_SIZE, RFC_MIN_FRAME_SIZE, TransportConfig
 from ._headers import CONNECTION_HEADERS, validate_to_send
 from ._server import serve_tcp
+from ._stopping import drain_on_signal
 from ._stream import H2Stream, HeaderList
 from ._workers import reserve_port, supervise
 
@@ -404,38 +405,13 @@ async def serve(
             scheme = "https" if ssl_context is not None else "http"
             print(f"serving on {scheme}://{_url_host(host)}:{server.port}", flush=True)
             task_status.started(server.port)
-            async with trio.open_nursery() as waiting:
-                waiting.start_soon(_first_signal, signals, waiting.cancel_scope)
-                if supervised:
-                    waiting.start_soon(_stdin_eof, waiting.cancel_scope)
-            async with trio.open_nursery() as stopper:
-
-                async def on_second_signal() -> None:
-                    async for _ in signals:
-                        nursery.cancel_scope.cancel()
-
-                stopper.start_soon(on_second_signal)
-                await server.aclose()
-                stopper.cancel_scope.cancel()
-
-
-async def _first_signal(signals: AsyncIterator[int], done: trio.CancelScope) -> None:
-    """Wait for SIGINT or SIGTERM, say so, cancel ``done``. Checkpoint: always."""
-    async for signum in signals:
-        print(f"{PROG}: {signal.Signals(signum).name}: stopping", file=sys.stderr)
-        break
-    done.cancel()
-
-
-async def _stdin_eof(done: trio.CancelScope) -> None:
-    """Wait for EOF on stdin (a supervised worker's supervisor is gone), then cancel
-    ``done``. Checkpoint: always."""
-    stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
-    async with stdin:
-        while await stdin.receive_some():
-            pass
-    print(f"{PROG}: the supervisor is gone (stdin closed): stopping", file=sys.stderr)
-    done.cancel()
+            await drain_on_signal(
+                server,
+                signals,
+                nursery.cancel_scope,
+                watch_stdin=supervised,
+                say=lambda why: print(f"{PROG}: {why}: stopping", file=sys.stderr),
+            )
 
 
 ################################################################

@@ -19,16 +19,16 @@ docs/keepalive-and-shutdown.md, "More than one core", has the picture and a samp
 from __future__ import annotations
 
 import functools
-import os
 import signal
-import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 import trio
 
 from ._config import TransportConfig
 from ._server import Handler, serve_tcp
+from ._stopping import drain_on_signal
+from ._util import unwrap_single
 from ._workers import reserve_port, supervise
 
 __all__ = ["serve_worker", "supervise_workers"]
@@ -61,41 +61,15 @@ async def serve_worker(
         OSError: the port cannot be bound (or the platform has no SO_REUSEPORT).
     """
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
+        async with unwrap_single(), trio.open_nursery() as nursery:
             server = await nursery.start(
                 functools.partial(
                     serve_tcp, handler, port, host=host, config=config, reuse_port=True
                 )
             )
             print(f"serving on {_url(host, server.port)}", flush=True)
-            async with trio.open_nursery() as waiting:
-                waiting.start_soon(_first_signal, signals, waiting.cancel_scope)
-                waiting.start_soon(_stdin_eof, waiting.cancel_scope)
-
-            async def on_second_signal() -> None:
-                async for _ in signals:
-                    nursery.cancel_scope.cancel()
-
-            nursery.start_soon(on_second_signal)
-            await server.aclose()
+            await drain_on_signal(server, signals, nursery.cancel_scope, watch_stdin=True)
             nursery.cancel_scope.cancel()
-
-
-async def _first_signal(signals: AsyncIterator[int], done: trio.CancelScope) -> None:
-    """Wait for one signal, then cancel ``done``. Checkpoint: always."""
-    async for _ in signals:
-        break
-    done.cancel()
-
-
-async def _stdin_eof(done: trio.CancelScope) -> None:
-    """Wait for EOF on stdin (the supervisor is gone), then cancel ``done``.
-    Checkpoint: always."""
-    stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
-    async with stdin:
-        while await stdin.receive_some():
-            pass
-    done.cancel()
 
 
 async def supervise_workers(
@@ -125,8 +99,18 @@ async def supervise_workers(
             if a worker exited before it listened, at start.
         ValueError: ``workers`` is not at least 1.
     """
-    if not isinstance(workers, int) or workers < 1:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1, not {workers!r}")
     with reserve_port(host, port) as reserved:
         real = int(reserved.getsockname()[1])
-        return await supervise(list(command(real)), workers, url=_url(host, real), log=log)
+        try:
+            return await supervise(list(command(real)), workers, url=_url(host, real), log=log)
+        except BaseExceptionGroup as group:
+            # supervise's nurseries nest: a worker's WorkerStartError arrives in a
+            # group of one inside a group of one. The caller gets it as itself.
+            lone: BaseException = group
+            while isinstance(lone, BaseExceptionGroup) and len(lone.exceptions) == 1:
+                lone = lone.exceptions[0]
+            if lone is group:
+                raise
+            raise lone from lone.__cause__
