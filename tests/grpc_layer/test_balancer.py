@@ -8,7 +8,7 @@ import collections
 import os
 import socket
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import pytest
@@ -78,7 +78,7 @@ async def backends(n: int) -> AsyncIterator[tuple[list[Backend], collections.Cou
         nursery.cancel_scope.cancel()
 
 
-def ipv4(group: list[Backend]) -> str:
+def ipv4(group: Sequence[Backend]) -> str:
     return "ipv4:" + ",".join(f"127.0.0.1:{b.port}" for b in group)
 
 
