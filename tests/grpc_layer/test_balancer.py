@@ -90,8 +90,7 @@ async def ready(channel: grpc.Channel, n: int) -> None:
 
 async def subchannel_change(channel: grpc.Channel) -> None:
     """Wait for the next state change of any of the channel's subchannels."""
-    assert channel._balancer is not None
-    await channel._balancer.wait_for_any_change()
+    await channel.wait_for_subchannel_change()
 
 
 async def test_round_robin_spreads_calls_evenly_and_skips_a_stopped_backend() -> None:

@@ -852,6 +852,18 @@ class Channel:
         await trio.lowlevel.checkpoint()
         return self.get_state()
 
+    async def wait_for_subchannel_change(self) -> None:
+        """Return at the next change of :meth:`subchannels`: a subchannel's state,
+        or an address added or removed by re-resolution (a balanced channel; a
+        single-connection one: when it stops taking streams).
+
+        Checkpoint: always. On cancellation: nothing changes.
+        """
+        if self._balancer is not None:
+            await self._balancer.wait_for_any_change()
+        else:
+            await self.wait_for_state_change(self.get_state())
+
     def subchannels(self) -> list[tuple[str, ConnectivityState]]:
         """Each backend address (``host:port`` or a socket path) and its state."""
         if self._balancer is None:
