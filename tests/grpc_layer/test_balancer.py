@@ -375,3 +375,21 @@ async def test_round_robin_reconnects_at_once_without_a_call() -> None:
                 assert seen[0] is ConnectivityState.CONNECTING
                 assert counts == {}
             nursery.cancel_scope.cancel()
+
+
+async def test_wait_for_subchannel_change_on_a_single_connection_channel() -> None:
+    """Channel(connection).wait_for_subchannel_change() returns once the one
+    connection stops taking streams (its only subchannel goes SHUTDOWN)."""
+    server = grpc.Server([{WHO: grpc.unary_unary_handler(_ok)}])
+    with trio.fail_after(LIMIT):
+        async with (
+            trio_h2t.open_server(server, 0, host="127.0.0.1") as h2server,
+            trio_h2t.open_connection("127.0.0.1", h2server.port) as conn,
+        ):
+            channel = grpc.Channel(conn)
+            assert channel.subchannels()[0][1] is ConnectivityState.READY
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(channel.wait_for_subchannel_change)
+                await trio.testing.wait_all_tasks_blocked()
+                await conn.aclose()
+            assert channel.subchannels()[0][1] is ConnectivityState.SHUTDOWN

@@ -301,8 +301,9 @@ class Balancer:
         self._nursery: trio.Nursery | None = None  # owner: run
         # shared: replaced (never mutated) by update_addresses in the resolver task,
         # read by picks and the channel; no await in between (one trio thread).
-        self.subchannels: tuple[Subchannel, ...] = ()
-        self.subchannels = tuple(self._make(a) for a in dict.fromkeys(addresses))
+        self.subchannels: tuple[Subchannel, ...] = tuple(
+            self._make(a) for a in dict.fromkeys(addresses)
+        )
         # shared: rebuilt (address order) by _subchannel_changed in the subchannel
         # tasks, read by picks; no await in between (one trio thread).
         self._ready: list[Subchannel] = []
