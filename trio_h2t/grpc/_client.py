@@ -697,7 +697,8 @@ class Channel:
     UNAVAILABLE once the connection is lost or closing. A channel from
     ``open_channel(target)`` balances over a subchannel per backend address,
     reconnecting with backoff (docs/grpc-channels.md): :meth:`get_state`,
-    :meth:`wait_for_state_change` and :meth:`subchannels` show its connectivity.
+    :meth:`wait_for_state_change`, :meth:`subchannels` and
+    :meth:`wait_for_subchannel_change` show its connectivity.
     """
 
     def __init__(
