@@ -5,6 +5,7 @@ _balancer.py, docs/grpc-channels.md "Health checking")."""
 from __future__ import annotations
 
 import collections
+import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -220,3 +221,41 @@ def test_health_messages_match_protobuf() -> None:
     assert decode_status(b"\x2a\x02ab\x35\x00\x00\x00\x00\x08\x02") == 2
     with pytest.raises(ValueError, match="varint"):
         decode_status(b"\x08")
+
+
+async def test_a_failing_watch_is_retried_with_backoff_and_keeps_the_backend_out() -> None:
+    """A backend whose Watch fails (UNAVAILABLE, no answer) stays TRANSIENT_FAILURE
+    and out of the rotation; the Watch is made again after the backoff (a handful of
+    attempts in 0.6 s with 50..200 ms waits, not a spin)."""
+    attempts: list[float] = []
+
+    async def failing_watch(request: bytes, context: grpc.ServicerContext) -> AsyncIterator[bytes]:
+        attempts.append(trio.current_time())
+        raise grpc.RpcError(grpc.StatusCode.UNAVAILABLE, "health store down")
+        yield b""  # pragma: no cover (makes this an async generator)
+
+    with trio.fail_after(LIMIT):
+        async with health_backends(1) as (group, counts):
+            sick = Backend("sick", counts, free_port())
+            server = grpc.Server(
+                [
+                    {
+                        WHO: grpc.unary_unary_handler(sick.who),
+                        "/grpc.health.v1.Health/Watch": grpc.unary_stream_handler(failing_watch),
+                    }
+                ]
+            )
+            async with trio_h2t.open_server(server, sick.port, host="127.0.0.1"):
+                target = f"{ipv4(group)},127.0.0.1:{sick.port}"
+                async with grpc.open_channel(target, service_config=HEALTHY_RR, backoff=FAST) as ch:
+                    await until(ch, group[0], ConnectivityState.READY)
+                    await until(ch, sick, ConnectivityState.TRANSIENT_FAILURE)
+                    who = ch.unary_unary(WHO)
+                    for _ in range(6):
+                        await who(b"")
+                    await trio.sleep(0.6)
+                    assert state_of(ch, sick) is not ConnectivityState.READY
+            assert counts == {"b0": 6}
+    assert 3 <= len(attempts) <= 12
+    gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+    assert all(gap >= 0.03 for gap in gaps)
