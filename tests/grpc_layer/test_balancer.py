@@ -8,7 +8,7 @@ import collections
 import os
 import socket
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import pytest
@@ -78,7 +78,7 @@ async def backends(n: int) -> AsyncIterator[tuple[list[Backend], collections.Cou
         nursery.cancel_scope.cancel()
 
 
-def ipv4(group: list[Backend]) -> str:
+def ipv4(group: Sequence[Backend]) -> str:
     return "ipv4:" + ",".join(f"127.0.0.1:{b.port}" for b in group)
 
 
@@ -90,8 +90,7 @@ async def ready(channel: grpc.Channel, n: int) -> None:
 
 async def subchannel_change(channel: grpc.Channel) -> None:
     """Wait for the next state change of any of the channel's subchannels."""
-    assert channel._balancer is not None
-    await channel._balancer.wait_for_any_change()
+    await channel.wait_for_subchannel_change()
 
 
 async def test_round_robin_spreads_calls_evenly_and_skips_a_stopped_backend() -> None:
@@ -292,3 +291,105 @@ async def test_ipv6_target_reaches_a_server_on_loopback() -> None:
             async with grpc.open_channel(target, backoff=FAST) as ch:
                 assert await ch.unary_unary(WHO)(b"", wait_for_ready=True) == b"six"
     assert seen == [f"[::1]:{h2server.port}"]
+
+
+async def _states_until(
+    channel: grpc.Channel, last: ConnectivityState, goal: ConnectivityState
+) -> list[ConnectivityState]:
+    """The channel's states after ``last``, up to and including ``goal``."""
+    seen = []
+    state = last
+    while state is not goal:
+        state = await channel.wait_for_state_change(state)
+        seen.append(state)
+    return seen
+
+
+async def test_pick_first_goes_idle_after_a_lost_connection_and_reconnects_on_a_call() -> None:
+    """pick_first: once its backend's connection ends the channel goes IDLE and
+    stays IDLE (no reconnect on its own); the next call connects again."""
+    counts: collections.Counter[str] = collections.Counter()
+    port = free_port()
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            first = Backend("first", counts, port)
+            await first.start(nursery)
+            async with grpc.open_channel(f"ipv4:127.0.0.1:{port}", backoff=FAST) as ch:
+                await ready(ch, 1)
+                first.stop()
+                assert await _states_until(ch, ConnectivityState.READY, ConnectivityState.IDLE) == [
+                    ConnectivityState.IDLE
+                ]
+                await Backend("second", counts, port).start(nursery)
+                await trio.testing.wait_all_tasks_blocked()
+                assert ch.get_state() is ConnectivityState.IDLE
+                assert ch.subchannels() == [(f"127.0.0.1:{port}", ConnectivityState.IDLE)]
+                assert await ch.unary_unary(WHO)(b"") == b"second"
+                assert ch.get_state() is ConnectivityState.READY
+            nursery.cancel_scope.cancel()
+
+
+async def test_get_state_try_to_connect_leaves_idle() -> None:
+    """pick_first in IDLE: get_state(try_to_connect=True) answers IDLE (as grpcio's)
+    and starts connecting: CONNECTING, then READY, without a call."""
+    counts: collections.Counter[str] = collections.Counter()
+    port = free_port()
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            first = Backend("first", counts, port)
+            await first.start(nursery)
+            async with grpc.open_channel(f"ipv4:127.0.0.1:{port}", backoff=FAST) as ch:
+                await ready(ch, 1)
+                first.stop()
+                await _states_until(ch, ConnectivityState.READY, ConnectivityState.IDLE)
+                await Backend("second", counts, port).start(nursery)
+                assert ch.get_state() is ConnectivityState.IDLE
+                assert ch.get_state(try_to_connect=True) is ConnectivityState.IDLE
+                seen = await _states_until(ch, ConnectivityState.IDLE, ConnectivityState.READY)
+                assert seen == [ConnectivityState.CONNECTING, ConnectivityState.READY]
+                assert counts == {}
+            nursery.cancel_scope.cancel()
+
+
+async def test_round_robin_reconnects_at_once_without_a_call() -> None:
+    """round_robin: a subchannel whose connection ended connects again on its own
+    (with backoff while the backend is down), never waiting in IDLE."""
+    counts: collections.Counter[str] = collections.Counter()
+    port = free_port()
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            first = Backend("first", counts, port)
+            await first.start(nursery)
+            target = f"ipv4:127.0.0.1:{port}"
+            async with grpc.open_channel(target, service_config=RR, backoff=FAST) as ch:
+                await ready(ch, 1)
+                first.stop()
+                seen = await _states_until(
+                    ch, ConnectivityState.READY, ConnectivityState.TRANSIENT_FAILURE
+                )
+                await Backend("second", counts, port).start(nursery)
+                seen += await _states_until(
+                    ch, ConnectivityState.TRANSIENT_FAILURE, ConnectivityState.READY
+                )
+                assert ConnectivityState.IDLE not in seen
+                assert seen[0] is ConnectivityState.CONNECTING
+                assert counts == {}
+            nursery.cancel_scope.cancel()
+
+
+async def test_wait_for_subchannel_change_on_a_single_connection_channel() -> None:
+    """Channel(connection).wait_for_subchannel_change() returns once the one
+    connection stops taking streams (its only subchannel goes SHUTDOWN)."""
+    server = grpc.Server([{WHO: grpc.unary_unary_handler(_ok)}])
+    with trio.fail_after(LIMIT):
+        async with (
+            trio_h2t.open_server(server, 0, host="127.0.0.1") as h2server,
+            trio_h2t.open_connection("127.0.0.1", h2server.port) as conn,
+        ):
+            channel = grpc.Channel(conn)
+            assert channel.subchannels()[0][1] is ConnectivityState.READY
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(channel.wait_for_subchannel_change)
+                await trio.testing.wait_all_tasks_blocked()
+                await conn.aclose()
+            assert channel.subchannels()[0][1] is ConnectivityState.SHUTDOWN

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import ssl
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, ClassVar, Generic, NoReturn, TypeVar, final
@@ -51,6 +51,7 @@ from ._framing import (
     decompress,
     encode_message,
 )
+from ._health_check import WATCH_METHOD, OpenWatch
 from ._interceptors import (
     CallCredentials,
     ClientCallDetails,
@@ -66,6 +67,12 @@ from ._metadata import (
     encode_timeout,
     metadata_from_headers,
     metadata_to_headers,
+)
+from ._resolver import (
+    ResolveFunction,
+    Resolver,
+    check_resolver_options,
+    resolve_dns,
 )
 from ._retry import CallRetryState, RetryBufferPool, RetryThrottle
 from ._retrying import (
@@ -690,7 +697,8 @@ class Channel:
     UNAVAILABLE once the connection is lost or closing. A channel from
     ``open_channel(target)`` balances over a subchannel per backend address,
     reconnecting with backoff (docs/grpc-channels.md): :meth:`get_state`,
-    :meth:`wait_for_state_change` and :meth:`subchannels` show its connectivity.
+    :meth:`wait_for_state_change`, :meth:`subchannels` and
+    :meth:`wait_for_subchannel_change` show its connectivity.
     """
 
     def __init__(
@@ -819,10 +827,13 @@ class Channel:
             raise RpcError(StatusCode.UNAVAILABLE, "no backend is READY")
         return conn
 
-    def get_state(self) -> ConnectivityState:
+    def get_state(self, try_to_connect: bool = False) -> ConnectivityState:
         """The channel's connectivity state (READY for a single-connection channel
-        that takes streams, SHUTDOWN once it ended or closed). Never checkpoints."""
+        that takes streams, SHUTDOWN once it ended or closed). ``try_to_connect``
+        (grpcio's): IDLE subchannels start connecting. Never checkpoints."""
         if self._balancer is not None:
+            if try_to_connect:
+                self._balancer.exit_idle()
             return self._balancer.state
         assert self._conn is not None
         if self._closing or not self._conn.accepting_streams:
@@ -842,16 +853,24 @@ class Channel:
         await trio.lowlevel.checkpoint()
         return self.get_state()
 
+    async def wait_for_subchannel_change(self) -> None:
+        """Return at the next change of :meth:`subchannels`: a subchannel's state,
+        or an address added or removed by re-resolution (a balanced channel; a
+        single-connection one: when it stops taking streams).
+
+        Checkpoint: always. On cancellation: nothing changes.
+        """
+        if self._balancer is not None:
+            await self._balancer.wait_for_any_change()
+        else:
+            await self.wait_for_state_change(self.get_state())
+
     def subchannels(self) -> list[tuple[str, ConnectivityState]]:
         """Each backend address (``host:port`` or a socket path) and its state."""
         if self._balancer is None:
             assert self._conn is not None
             return [(self._conn.authority.decode(), self.get_state())]
-        return [
-            (a if isinstance(a, str) else f"{a[0]}:{a[1]}", sub.state)
-            for sub in self._balancer.subchannels
-            for a in (sub.address,)
-        ]
+        return [(Balancer.format(sub.address), sub.state) for sub in self._balancer.subchannels]
 
     def _pick_nowait(self) -> ClientConnection | None:
         # The hot path: the one connection, or an O(1) pick.
@@ -1526,6 +1545,9 @@ def open_channel(
     keepalive_timeout: float | None = None,
     keepalive_permit_without_calls: bool | None = None,
     service_config: str | Mapping[str, Any] | ServiceConfig | None = None,
+    resolver: ResolveFunction | None = None,
+    dns_refresh_interval: float | None = 30.0,
+    dns_min_time_between_resolutions: float = 5.0,
 ) -> AbstractAsyncContextManager[Channel]:
     """Give a :class:`Channel`: ``async with grpc.open_channel(target) as channel``.
 
@@ -1540,7 +1562,17 @@ def open_channel(
     drains its connection and a new one replaces it, and a call that never reached
     a handler is resent transparently (docs/grpc-channels.md). ``wait_for_ready``
     is the calls' default (grpcio's semantics: without it a call fails UNAVAILABLE
-    at once while the channel is in TRANSIENT_FAILURE).
+    at once while the channel is in TRANSIENT_FAILURE). With the service config's
+    ``healthCheckConfig.serviceName``, ``round_robin`` picks only backends whose
+    ``grpc.health.v1.Health/Watch`` says SERVING (or that have no health service).
+
+    A dns target is resolved again ``dns_refresh_interval`` seconds (default 30;
+    None: never on a timer) after the last resolution, and when a subchannel's
+    connection ends or fails to connect, never sooner than
+    ``dns_min_time_between_resolutions`` (default 5) seconds after the last one;
+    new addresses get subchannels, vanished ones are drained. ``resolver`` replaces
+    the system resolver: an async function ``(host, port)`` returning a list of
+    ``(host, port)`` pairs (or Unix socket paths).
 
     ``open_channel(host, port)`` (a port given) is the single-connection channel of
     before: one ``trio_h2t.open_connection``, no reconnection, and entering fails
@@ -1612,9 +1644,11 @@ def open_channel(
         )
     if backoff is not None and not isinstance(backoff, ConnectionBackoff):
         raise TypeError(f"backoff takes a grpc.ConnectionBackoff, not {type(backoff).__name__}")
+    check_resolver_options(resolver, dns_refresh_interval, dns_min_time_between_resolutions)
+    dns = (resolver or resolve_dns, dns_refresh_interval, dns_min_time_between_resolutions)
     return AsyncWithOnly(
         _open_balanced(
-            parsed, lb_policy, ssl_context, config, backoff or ConnectionBackoff(), options
+            parsed, lb_policy, ssl_context, config, backoff or ConnectionBackoff(), options, dns
         ),
         "grpc.open_channel(...)",
         "async with grpc.open_channel(target) as channel:",
@@ -1659,23 +1693,23 @@ async def _open_single(
         await channel.aclose()
 
 
-async def _resolve(target: Target) -> list[Address]:
-    """The backend addresses of ``target``: a dns name through trio's getaddrinfo
-    (every A/AAAA record, in the resolver's order, duplicates dropped)."""
-    if target.path is not None:
-        return [target.path]
-    if target.host is None:
-        return list(target.addresses)
-    assert target.port is not None
-    infos = await trio.socket.getaddrinfo(target.host, target.port, type=trio.socket.SOCK_STREAM)
-    seen: list[Address] = []
-    for _family, _type, _proto, _name, sockaddr in infos:
-        address = (str(sockaddr[0]), int(sockaddr[1]))
-        if address not in seen:
-            seen.append(address)
-    if not seen:
-        raise RpcError(StatusCode.UNAVAILABLE, f"{target.host!r} resolves to no address")
-    return seen
+def _watch_opener(
+    authority: str, options: dict[str, Any]
+) -> Callable[[ClientConnection], OpenWatch]:
+    """How a subchannel opens its health watch: a plain unary-stream call on its
+    connection, with the channel's call credentials (gRFC A17), no interceptors."""
+
+    def for_connection(conn: ClientConnection) -> OpenWatch:
+        channel = Channel(
+            conn,
+            authority=authority,
+            call_credentials=options["call_credentials"],
+            insecure_call_credentials=options["insecure_call_credentials"],
+        )
+        watch: UnaryStreamMethod[bytes, bytes] = channel.unary_stream(WATCH_METHOD)
+        return watch
+
+    return for_connection
 
 
 @asynccontextmanager
@@ -1686,14 +1720,38 @@ async def _open_balanced(
     config: trio_h2t.TransportConfig | None,
     backoff: ConnectionBackoff,
     options: dict[str, Any],
+    dns: tuple[ResolveFunction, float | None, float],
 ) -> AsyncIterator[Channel]:
-    addresses = await _resolve(target)
+    resolver = None
+    addresses: list[Address]
+    if target.path is not None:
+        addresses = [target.path]
+    elif target.host is None:
+        addresses = list(target.addresses)
+    else:
+        assert target.port is not None
+        resolve, refresh_interval, min_interval = dns
+        resolver = Resolver(
+            target.host,
+            target.port,
+            resolve=resolve,
+            refresh_interval=refresh_interval,
+            min_interval=min_interval,
+        )
+        addresses = await resolver.resolve()
+        if not addresses:
+            raise RpcError(StatusCode.UNAVAILABLE, f"{target.host!r} resolves to no address")
+    service_config: ServiceConfig | None = options["service_config"]
+    health_service = None if service_config is None else service_config.health_check_service_name
     balancer = Balancer(
         addresses,
         policy=lb_policy,  # type: ignore[arg-type]
         ssl_context=ssl_context,
         config=config,
         backoff=backoff,
+        resolver=resolver,
+        health_service=health_service,
+        open_watch=_watch_opener(target.authority, options),
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(balancer.run)
