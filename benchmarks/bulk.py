@@ -70,6 +70,7 @@ if not __package__:  # run as a script: import the parts from this directory's p
     sys.modules["benchmarks"] = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(sys.modules["benchmarks"])
 
+from benchmarks import record
 from benchmarks.harness import stop_server_process
 from benchmarks.stats import bootstrap_ratio, median
 
@@ -497,6 +498,35 @@ def summarise(results: Sequence[Result], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def record_rows(
+    results: Sequence[Result], args: argparse.Namespace, tree: str
+) -> list[dict[str, Any]]:
+    """``--record``'s rows (benchmarks/results.json, block ``bulk``): per stream count,
+    the first trio_h2t variant's medians, against the first raw run's MB/s."""
+    raw_specs = [s for s in args.impl if parse_impl(s)[0] == "raw"]
+    h2t_specs = [s for s in args.impl if parse_impl(s)[0] == "h2t"]
+    if not h2t_specs:
+        return []
+    raw = [r.mb_s for r in results if raw_specs and r.impl == raw_specs[0] and r.streams == 1]
+    rows: list[dict[str, Any]] = []
+    for streams in sorted({r.streams for r in results if r.impl == h2t_specs[0]}):
+        mine = [r for r in results if r.impl == h2t_specs[0] and r.streams == streams]
+        frames = [(r.frames_sent + r.frames_received) / (r.moved / MIB) for r in mine]
+        rows.append(
+            {
+                "tree": tree,
+                "streams": streams,
+                "client_cpu_s_per_gb": round(median([r.cpu_per_gb(r.client_cpu) for r in mine]), 2),
+                "server_cpu_s_per_gb": round(median([r.cpu_per_gb(r.server_cpu) for r in mine]), 2),
+                "frames_per_mib": round(median(frames), 1),
+                "vs_raw": round(median([r.mb_s for r in mine]) / median(raw), 3)
+                if raw
+                else math.nan,
+            }
+        )
+    return rows
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", type=float, default=256.0, help="MiB each way (default 256)")
@@ -521,6 +551,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per transfer")
     p.add_argument("--json", type=Path, help="write every result to this file")
     p.add_argument("--quiet", action="store_true", help="no line per measurement")
+    record.add_record_option(p)
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -542,6 +573,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for streams in {1, *args.scenario}:
             for part in set(split(args.size_bytes, streams)):
                 pattern.crc(part)  # computed before any timing
+    started = record.begin()
     server = ServerProcess(args)
     results: list[Result] = []
     try:
@@ -567,6 +599,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in results
         ]
         args.json.write_text(json.dumps(records, indent=1))
+    if args.record:
+        path = record.record(
+            args.record,
+            "bulk",
+            record_rows(results, args, started["commit"]),
+            started,
+            merge_on="tree",
+        )
+        print(f"recorded: {path} (block bulk, tree {started['commit']})")
     return 0 if all(math.isfinite(r.mb_s) for r in results) else 1
 
 

@@ -3,12 +3,14 @@
     python benchmarks/plot_results.py [--results benchmarks/results.json]
                                       [--out docs/images/benchmarks]
 
-``benchmarks/results.json`` holds figures recorded in ``benchmarks/README.md``
-("Results"), each block naming the section, the command and the commit it comes
-from; this script only draws them (it measures nothing), one PNG per block, which
-``docs/benchmarks.md`` embeds. Rerun it after adding a measurement to both files, and
-commit the PNGs: the documentation build needs neither matplotlib nor the network.
-``tests/test_benchmarks.py`` runs it on the checked-in results file.
+``benchmarks/results.json`` holds the figures: ``peers/grpc_peers.py --record`` and
+``bulk.py --record`` write their blocks themselves (``benchmarks/record.py``: rows,
+commit, date, command, load); a block without ``--record`` (``grpc_icount``) says
+where it was copied from (``source``: a log in ``benchmarks/results/``). This script
+only draws them (it measures nothing), one PNG per block, which ``docs/benchmarks.md``
+embeds. Rerun it after a recorded run, and commit the PNGs: the documentation build
+needs neither matplotlib nor the network. ``tests/test_benchmarks.py`` runs it on the
+checked-in results file.
 
 Needs matplotlib (the ``docs`` and ``bench`` extras).
 """
@@ -91,7 +93,8 @@ def plot_grpc_peers(block: dict[str, Any], out: Path) -> list[Path]:
     ax.set_xticks([p + 0.4 - width / 2 for p in range(len(presets))], presets)
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_ylabel("QPS / trio_h2t's QPS (95 % interval)")
-    ax.set_title(f"gRPC peers, one connection over 127.0.0.1, at {block['commit']}")
+    when = block["date"]["start"][:10] if isinstance(block.get("date"), dict) else ""
+    ax.set_title(f"gRPC peers, one connection over 127.0.0.1, at {block['commit']} ({when})")
     ax.legend(fontsize="small", ncols=len(impls), loc="upper left")
     ax.set_ylim(0, max(by[k]["ratio_high"] for k in by) * 1.2)
     paths = [_save(fig, out / qps_file)]
@@ -143,7 +146,13 @@ def plot_bulk(block: dict[str, Any], out: Path) -> list[Path]:
     """CPU seconds per GB moved, per side, before and after zero-copy DATA sends."""
     plt = _plt()
     rows = block["rows"]
-    labels: dict[str, str] = block["labels"]  # tree -> what it is, in plotting order
+    # tree -> what it is, in plotting order; a tree recorded since (``--record``, its
+    # provenance under ``runs``) is labelled with its date.
+    labels: dict[str, str] = dict(block.get("labels", {}))
+    for tree, run in block.get("runs", {}).items():
+        labels.setdefault(tree, f"recorded {run['date']['start'][:10]}")
+    for r in rows:
+        labels.setdefault(r["tree"], r["tree"])
     streams = sorted({r["streams"] for r in rows})
     by = {(r["tree"], r["streams"]): r for r in rows}
     groups = [

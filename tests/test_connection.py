@@ -1418,6 +1418,27 @@ async def test_output_needing_no_window_passes_a_stream_blocked_on_the_connectio
                 await s.receive_headers()
 
 
+async def test_empty_data_without_end_stream_sends_no_frame() -> None:
+    """send_data(b"") queues nothing that reaches the wire; end() sends one empty DATA
+    with END_STREAM (docs/flow-control.md: zero-length DATA)."""
+    with trio.fail_after(5):
+        async with open_peer_server() as (conn, peer), conn.open_stream(REQUEST) as stream:
+            await stream.send_data(b"")
+            await stream.send_data(b"x")
+            await stream.send_data(b"")
+            await stream.end()
+            await peer.read_until(
+                lambda: any(
+                    isinstance(f, DataFrame) and "END_STREAM" in f.flags for f in peer.frames
+                )
+            )
+            sent = [(bytes(f.data), "END_STREAM" in f.flags) for f in peer.frames_of(DataFrame)]
+            assert sent == [(b"x", False), (b"", True)]
+            peer.h2.send_headers(stream.stream_id, RESPONSE_200, end_stream=True)
+            await peer.flush()
+            await stream.receive_headers()
+
+
 async def test_connection_window_update_does_not_wake_a_stream_parked_on_its_own_window() -> None:
     """A stream out of stream window stays parked on a connection WINDOW_UPDATE."""
     settings = {SettingCodes.INITIAL_WINDOW_SIZE: 0}

@@ -705,11 +705,7 @@ class ConnectionMachine(RuleBasedStateMachine):
                 and error_before.remote
                 and error_before.error_code == ErrorCodes.NO_ERROR
             )
-            if (
-                error_before is not None
-                and not readable
-                and "buffered-data-readable-after-error" not in KNOWN_BUGS
-            ):
+            if error_before is not None and not readable:
                 self._bug(
                     f"{side.who} stream {side.idx}: recv-{op} returned data after "
                     f"{error_before!r} (errors.md: no incomplete body after an error)"
@@ -725,11 +721,7 @@ class ConnectionMachine(RuleBasedStateMachine):
 
     def _check_self_reset_error(self, side: Side, op: str, exc: BaseException) -> None:
         """errors.md: using a stream after *you* reset it raises trio.ClosedResourceError."""
-        if (
-            side.self_reset
-            and not isinstance(exc, trio.ClosedResourceError)
-            and "local-reset-raises-broken" not in KNOWN_BUGS
-        ):
+        if side.self_reset and not isinstance(exc, trio.ClosedResourceError):
             self._bug(
                 f"{side.who} stream {side.idx}: {op} after this side's reset raised {exc!r}, "
                 "not trio.ClosedResourceError"
@@ -757,8 +749,6 @@ class ConnectionMachine(RuleBasedStateMachine):
             # last stream id): retryable, and no handler saw it (_check_drain holds
             # the server to that from now on).
             side.refused = True
-            return
-        if side.who == SERVER and self._cut_by_client_exit(model):
             return
         if isinstance(exc, StreamRefusedError):
             self._bug(f"{side.who} stream {side.idx}: {op} refused on a healthy connection", exc)
@@ -1360,11 +1350,7 @@ class ConnectionMachine(RuleBasedStateMachine):
                 if self.conn_disturbed and not model.s.started:
                     continue  # a graceful close may refuse streams not yet accepted
                 for side in (model.c, model.s):
-                    if self._handler_cut_short(side) or self._response_tail_lost(side):
-                        continue
                     if self._cut_by_client_hangup(side):
-                        continue
-                    if side.who == SERVER and self._cut_by_client_exit(model):
                         continue
                     assert side.complete, f"{side!r} did not complete"
                     assert not side.errors, f"{side!r} failed"
@@ -1410,25 +1396,6 @@ class ConnectionMachine(RuleBasedStateMachine):
             self.failed = True
             raise
 
-    def _handler_cut_short(self, side: Side) -> bool:
-        """Known bug "graceful-close-cancels-handlers": once every stream is closed at
-        the protocol level, a graceful close ends the connection and cancels the
-        handlers still running (here: before they read a request body that had fully
-        arrived). True if ``side`` shows exactly that and the bug is tolerated."""
-        stream, core = side.stream, self.score
-        return (
-            "graceful-close-cancels-handlers" in KNOWN_BUGS
-            and side.who == SERVER
-            and stream is not None
-            and core is not None
-            and side.done
-            and not side.errors
-            and side.end_sent
-            and stream._closed
-            and stream._recv_ended
-            and (core.error is not None or core.cbuf.finished)
-        )
-
     def _cut_by_client_hangup(self, side: Side) -> bool:
         """Documented, not a bug: a client's graceful close hangs up once its own
         streams are complete (docs/endings.md), and the connection's end cancels the
@@ -1467,43 +1434,6 @@ class ConnectionMachine(RuleBasedStateMachine):
             and core.error is not None
         )
 
-    def _response_tail_lost(self, side: Side) -> bool:
-        """Known bug "graceful-close-loses-response-tail": the server ends a graceful
-        close by closing the link as soon as its last stream is over; the client's next
-        write (a WINDOW_UPDATE) fails and it fails every stream at once, although the
-        rest of the response is already in its transport buffer. True if ``side`` shows
-        exactly that and the bug is tolerated."""
-        peer = self.streams[side.idx].s
-        error = side.errors[-1][1] if side.errors else None
-        core = self.score
-        return (
-            "graceful-close-loses-response-tail" in KNOWN_BUGS
-            and side.who == CLIENT
-            and isinstance(error, ConnectionLostError)
-            and peer.end_sent
-            and core is not None
-            and isinstance(core.error, ConnectionClosingError)
-            and core.closing
-        )
-
-    def _cut_by_client_exit(self, model: StreamModel) -> bool:
-        """Known bug "client-exit-cancels-queued-body": a client that queued its whole
-        body with END_STREAM and read the whole response leaves ``open_stream``; the
-        body is still queued behind flow control, so the stream is not closed yet and
-        leaving resets it with CANCEL, cutting the request short. True if ``model``
-        shows exactly that and the bug is tolerated."""
-        side = model.c
-        error = side.stream._error if side.stream is not None else None
-        return (
-            "client-exit-cancels-queued-body" in KNOWN_BUGS
-            and side.done
-            and side.complete
-            and not side.disturbed
-            and isinstance(error, StreamResetError)
-            and not error.remote
-            and error.error_code == ErrorCodes.CANCEL
-        )
-
     def _describe(self) -> str:
         """The state of the world, for failure messages."""
         lines = [
@@ -1537,8 +1467,6 @@ class ConnectionMachine(RuleBasedStateMachine):
                 if stream is None:
                     continue
                 cfg = self.ccfg if side.who == CLIENT else self.scfg
-                if "parked-output-kept" in KNOWN_BUGS and stream._out.state == OUT_WAITING:
-                    continue
                 assert stream._write_quota == cfg.write_quota, (
                     f"{side!r}: write quota leaked ({stream._write_quota} of {cfg.write_quota})"
                 )

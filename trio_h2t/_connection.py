@@ -6,8 +6,9 @@ A connection runs in one nursery holding (``docs/architecture.md`` has the pictu
 
 - the **reader** (``_reader.py``): reads from the transport, feeds ``h2``, and
   dispatches the events to streams; it never waits on a stream, and never writes;
-- **loopy** (``_loopy.py``): the only task that frames bytes and writes; it reaches
-  this class only through the narrow ``LoopyCore`` protocol it declares;
+- **loopy** (``_loopy.py``): the only task that writes; it frames all but the
+  answers framed inside the reader's ``receive_data`` (docs/h2-contract.md); it
+  reaches this class only through the narrow ``LoopyCore`` protocol it declares;
 - the **stream tasks**: handlers on a server (started by ``_server.py``'s
   admission), the user's tasks on a client.
 

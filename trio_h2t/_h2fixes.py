@@ -4,8 +4,10 @@ h2 is the protocol core (HPACK, frame parsing, stream states, flow-control windo
 and their overrun checks). This module changes only what h2 gets wrong for a
 multiplexed, long-lived transport, or what RFC 9113 says differently; every
 override below names the h2 function it replaces (h2's ``connection.py``,
-``stream.py``, ``frame_buffer.py``) and why ours differs. Nothing here is about
-speed: ``_h2fast.py`` is the speed layer on top of this one, and with it switched
+``stream.py``, ``frame_buffer.py``) and why ours differs. Besides the patches, it
+holds the entry points that spare copies (the frame buffer read into in place, with
+DATA as :class:`InboundData`; ``take_outbound``, ``frame_data``); the rest of the
+speed work is ``_h2fast.py``, the layer on top of this one, and with it switched
 off (``make_h2_state(speed_layer=False)``) trio_h2t behaves the same on the wire
 (``tests/test_h2_layers.py`` runs every patch on both layers and on plain h2, and
 ``tests/conformance`` runs against a server with the speed layer off too).
@@ -61,8 +63,10 @@ The patches, by kind (section markers in the code below use the same numbers):
    each is kept for the application); one more resets the stream.
 
 Owner: the connection's tasks, each using it only between awaits. The reader calls
-``receive_data``; loopy makes every outbound call and is the only caller of
-``data_to_send``.
+``receive_data`` (inside it h2 frames its ACKs and stream-error RST_STREAMs, and
+``_header_list_too_large`` the 431 answer) and resets the streams it refuses;
+``send_preface`` takes the preface (``data_to_send``); loopy makes every other
+outbound call and is the only caller of ``take_outbound``.
 """
 
 from __future__ import annotations

@@ -12,9 +12,11 @@ trio_h2t drives h2's ``H2Connection`` through two private layers:
 
 :func:`make_h2_state` builds the connection with both (``speed_layer=False`` leaves
 the speed layer out: ``tests/test_h2_layers.py`` and ``tests/conformance`` use it to
-show every correctness patch holds on its own). Everything else (HPACK, frame
-parsing, stream states, flow-control windows and their overrun checks) is h2's. Only
-loopy pulls bytes out (``data_to_send``).
+show every correctness patch holds on its own). Everything else is h2's (stream
+states, flow-control windows and their overrun checks), hpack's (HPACK, wrapped by
+``_hpack.py``) or hyperframe's (frame parsing, fed from ``_h2fixes``'s own frame
+buffer). Only loopy takes bytes out (``take_outbound``), after ``send_preface``
+(``data_to_send``).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ caller's buffer), never padded. A flush writes the list of pieces (h2's buffers,
 ending in a DATA header, and the payloads between them) with one vectored write
 (``sendmsg``) on a ``trio.SocketStream``: the kernel copies from the caller's
 buffers. Any other stream (TLS included) gets the pieces joined: one copy. Before,
-a byte was copied up to five times (``docs/architecture.md``, "Copies per byte").
+a byte was copied up to five times (``docs/architecture.md``, "Copies on the data path").
 The caller's buffers are held until their flush, at most ``write_buffer_size`` bytes
 later (``H2Stream.send_data``: the caller must not mutate them).
 
@@ -327,8 +327,10 @@ class Loopy:
         was finished); returns after a fault, which it reported (``LoopyCore.fault``)
         before its last write.
 
-        Checkpoint: always. On cancellation: stops; what was framed but not written
-        is dropped (the connection is being torn down).
+        Checkpoint: always. On cancellation: stops after its last write (what is
+        framed, then the GOAWAY still owed; shielded, bounded by
+        ``FINAL_WRITE_TIMEOUT``, skipped after a failed or cut write); queued output
+        not yet framed is dropped, its write quota returned.
         """
         cbuf = self._cbuf
         exit_error: BaseException | None = None

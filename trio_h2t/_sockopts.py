@@ -1,4 +1,4 @@
-"""Socket options a connection sets on its TCP socket (when it has one).
+"""A connection's direct use of its TCP socket: the options it sets, and the stdlib socket.
 
 ``set_tcp_user_timeout``: as grpc-go's transport does when keepalive is on (its
 ``http2_client.go`` and ``http2_server.go`` call ``syscall.SetTCPUserTimeout`` with the

@@ -21,7 +21,10 @@ Per preset and implementation it prints the medians over the rounds of QPS, p50 
 p99 latency, and the server's and the client's CPU µs per call, with the ratio of
 QPS (and p99) to trio_h2t's and a 95 % percentile-bootstrap interval
 (``stats.bootstrap_ratio``); then the targets (``targets``), PASS/FAIL; and writes a PNG
-(``--plot``, matplotlib). ``--json FILE`` keeps every run.
+(``--plot``, matplotlib). ``--json FILE`` keeps every run. ``--record`` writes the
+table's medians, with the commit, date, command and load, into
+``benchmarks/results.json`` (``benchmarks/record.py``), from which
+``benchmarks/plot_results.py`` draws the documentation's plots.
 
 purerpc pins h2 < 4, so it runs from its own virtual environment, which
 ``scripts/purerpc-venv.sh [DIR]`` creates with pinned versions (purerpc==0.8.0,
@@ -818,6 +821,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--purerpc-python", help="an interpreter with purerpc installed")
     parser.add_argument("--plot", default="grpc_peers.png", help="PNG file ('' for none)")
     parser.add_argument("--json", help="write every run's result to this file")
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import record
+
+    record.add_record_option(parser)
     parser.add_argument(
         "--profile",
         help="cProfile the trio_h2t server (FILE.PRESET) and client (FILE.PRESET.client) "
@@ -848,7 +855,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_all(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(ROOT))
-    from benchmarks import stats
+    from benchmarks import record, stats
+
+    started = record.begin()
 
     presets = args.preset or list(PRESETS)
     impls = list(args.impl or IMPLS)
@@ -910,6 +919,16 @@ def run_all(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(results, indent=1))
     table = report(results, presets, impls, stats)
     print(table)
+    if args.record:
+        path = record.record(
+            args.record,
+            "grpc_peers",
+            summary_rows(results, presets, impls, stats),
+            started,
+            rounds=args.rounds,
+            duration=args.duration,
+        )
+        print(f"recorded: {path} (block grpc_peers)")
     if args.gc_stats:
         print(gc_report(results, presets, impls))
     if args.plot:
@@ -930,6 +949,48 @@ def gc_report(results: list[dict[str, Any]], presets: list[str], impls: list[str
                 if reports:
                     lines += [f"[{name}]", *format_report(side, impl, reports)]
     return "\n".join(lines)
+
+
+def summary_rows(
+    results: list[dict[str, Any]], presets: list[str], impls: list[str], stats: Any
+) -> list[dict[str, Any]]:
+    """``--record``'s rows (benchmarks/results.json, block ``grpc_peers``): per preset
+    and implementation, the medians of the report's table and the ratio of QPS to
+    trio_h2t's with its 95 % interval."""
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        by.setdefault((r["preset"], r["impl"]), []).append(r)
+    rows: list[dict[str, Any]] = []
+    for name in presets:
+        ours = by.get((name, "trio_h2t"), [])
+        ref = [r["qps"] for r in ours if r["qps"] > 0]
+        for impl in impls:
+            rs = by.get((name, impl), [])
+            if not rs:
+                continue
+            low, high = (
+                stats.bootstrap_ratio([r["qps"] for r in rs], ref, level=0.95)
+                if ref
+                else (math.nan, math.nan)
+            )
+            rows.append(
+                {
+                    "preset": name,
+                    "impl": impl,
+                    "qps": round(medians(rs, "qps")),
+                    "ratio": round(ratio_of(medians(rs, "qps"), medians(ours, "qps")), 2)
+                    if ours
+                    else math.nan,
+                    "ratio_low": round(low, 2),
+                    "ratio_high": round(high, 2),
+                    "p50_ms": round(medians(rs, "p50_ms"), 2),
+                    "p99_ms": round(medians(rs, "p99_ms"), 2),
+                    "server_us_per_call": round(medians(rs, "server_us_per_call")),
+                    "client_us_per_call": round(medians(rs, "client_us_per_call")),
+                    "errors": sum(r["errors"] for r in rs),
+                }
+            )
+    return rows
 
 
 def report(results: list[dict[str, Any]], presets: list[str], impls: list[str], stats: Any) -> str:

@@ -111,6 +111,26 @@ async def test_our_stub_watch_updates_and_graceful_shutdown() -> None:
     assert servicer.status("svc") == S.NOT_SERVING
 
 
+async def test_watch_of_an_unknown_service_stays_open_then_ends_without_not_serving() -> None:
+    """Watch of a service never set: SERVICE_UNKNOWN, the call stays open (as grpc's
+    doc/health-checking.md says), and enter_graceful_shutdown ends it with OK and no
+    NOT_SERVING (only set services become NOT_SERVING)."""
+    servicer = health.HealthServicer()
+    with trio.fail_after(LIMIT):
+        async with _served(servicer) as server, grpc.open_channel("127.0.0.1", server.port) as ch:
+            stub = health.HealthStub(ch)
+            async with stub.Watch(health.HealthCheckRequest(service="nope")) as call:
+                seen = [(await call.__anext__()).status]
+                with trio.move_on_after(0.2) as still_open:
+                    await call.__anext__()
+                assert still_open.cancelled_caught  # no end, no further message
+                servicer.enter_graceful_shutdown()
+                seen.extend([r.status async for r in call])
+                assert call.code == grpc.StatusCode.OK
+    assert seen == [S.SERVICE_UNKNOWN]
+    assert servicer.status("nope") is None
+
+
 async def test_watch_ends_when_server_stops() -> None:
     """A Watch still open when the server stops (no grace) ends with an RpcError."""
     servicer = health.HealthServicer()

@@ -87,8 +87,9 @@ class HealthServicer:
             self._notify()
 
     def enter_graceful_shutdown(self) -> None:
-        """Set every service NOT_SERVING, end every Watch after it sends that, and
-        ignore later changes: call it before closing the server."""
+        """Set every service that was set NOT_SERVING, end every Watch (after it sends
+        that; a Watch of an unknown service with no further message), and ignore later
+        changes: call it before closing the server."""
         self._statuses = dict.fromkeys(self._statuses, ServingStatus.NOT_SERVING)
         self._shutting_down = True
         self._notify()
@@ -113,8 +114,8 @@ class HealthServicer:
         self, request: health_pb2.HealthCheckRequest, context: grpc.ServicerContext
     ) -> AsyncIterator[health_pb2.HealthCheckResponse]:
         """The current status at once, then each change, until the client ends the
-        call or :meth:`enter_graceful_shutdown` (NOT_SERVING is sent, then OK). A
-        server's shutdown cancels it like any handler still running.
+        call or :meth:`enter_graceful_shutdown` (NOT_SERVING is sent if the service was
+        set, then OK). A server's shutdown cancels it like any handler still running.
 
         Checkpoint: while waiting for a change. On cancellation (the client reset
         the stream, or the deadline): the generator ends, nothing more is sent.

@@ -22,7 +22,8 @@ from ._check import (
     tcp_target as tcp_target,
 )
 
-# ---- kit: pairs, strategies, the handler and client machines (docs/testing.md) -- begin
+# The kit: in-memory pairs, Hypothesis strategies, the handler and client machines
+# (docs/testing.md).
 from ._client_machine import (
     Call as Call,
     ClientMachine as ClientMachine,
@@ -85,7 +86,6 @@ _KIT_NAMES = [
     "trailers",
     "transport_configs",
 ]
-# ---- kit -- end
 
 _CHECK_NAMES = [
     "PREFACE",
