@@ -281,7 +281,9 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
 
         Raises:
             RpcError: RESOURCE_EXHAUSTED if the message exceeds the channel's
-                ``max_send_message_size`` (nothing sent); the call's status if the
+                ``max_send_message_size`` or the method config's
+                ``maxRequestMessageBytes`` (nothing sent; the call ends with that
+                status, RST_STREAM(CANCEL)); the call's status if the
                 stream ended under it (a reset, the connection lost).
             trio.ClosedResourceError: :meth:`done_writing` was called, or the call
                 already ended with status OK (the server needed no more requests).
@@ -321,10 +323,16 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         payload = self._serializer(message)
         limit = self._max_send
         if limit is not None and len(payload) > limit:
-            raise RpcError(
+            # The message is not sent and the call ends with this status (as grpc
+            # does): a receiver waiting for the response is told so at once.
+            self._set_status(
                 StatusCode.RESOURCE_EXHAUSTED,
                 f"trying to send message larger than max ({len(payload)} vs. {limit})",
             )
+            if self._replay is not None:
+                self._replay.commit()
+            self._stream.reset(RST_CANCEL)
+            raise self._rpc_error()
         encoding = self._encoding if compress else None
         frame = encode_message(
             compress_payload(payload, encoding) if encoding else payload,
@@ -921,14 +929,15 @@ class Channel:
         opened with ``insecure_call_credentials=True``."""
         if credentials is None:
             return self._interceptors
+        base_url = f"{self._scheme.decode('ascii')}://{self._authority.decode('ascii')}"
+        interceptor = credentials_interceptor(credentials, base_url, "credentials")
         if self._scheme != b"https" and not self._insecure_call_credentials:
             raise ValueError(
                 "credentials= would send their metadata in clear on a channel without TLS:"
                 " give the channel an ssl_context, or open it with"
                 " insecure_call_credentials=True"
             )
-        base_url = f"{self._scheme.decode('ascii')}://{self._authority.decode('ascii')}"
-        return (*self._interceptors, credentials_interceptor(credentials, base_url))
+        return (*self._interceptors, interceptor)
 
     def unary_unary(
         self,
