@@ -20,6 +20,7 @@ import h2.events
 import h2.exceptions
 import pytest
 import trio
+import trio.testing
 
 import trio_h2t
 from trio_h2t import grpc
@@ -49,6 +50,7 @@ class Flaky:
 
     def __init__(self, failures: int) -> None:
         self.failures = failures
+        self.pushback: str | None = None  # grpc-retry-pushback-ms on failures
         self.received: list[list[bytes]] = []
         self.previous: list[str | bytes | None] = []
 
@@ -70,7 +72,8 @@ class Flaky:
         async for r in requests:
             got.append(r)
         if self._failing():
-            raise grpc.RpcError(grpc.StatusCode.UNAVAILABLE, "again")
+            pushback = [] if self.pushback is None else [("grpc-retry-pushback-ms", self.pushback)]
+            raise grpc.RpcError(grpc.StatusCode.UNAVAILABLE, "again", trailing_metadata=pushback)
         for r in got:
             yield r.upper()
 
@@ -242,6 +245,30 @@ async def test_stream_stream_attempts_exhausted() -> None:
     assert info.value.code == grpc.StatusCode.UNAVAILABLE
     assert info.value.details == "again (4 attempts)"
     assert servicer.previous == [None, "1", "2", "3"]
+
+
+async def test_cancel_during_backoff_starts_no_attempt() -> None:
+    """call.cancel() while the call waits out a retry's backoff (a 5 s pushback)
+    ends it CANCELLED at once, and no other attempt starts."""
+    with trio.fail_after(LIMIT):
+        async with flaky(100) as (channel, servicer):
+            servicer.pushback = "5000"
+            async with channel.stream_stream("/test.Flaky/Upper").open() as call:
+                await call.done_writing()
+
+                async def cancel_in_backoff() -> None:
+                    await trio.testing.wait_all_tasks_blocked()  # the first attempt failed
+                    assert len(servicer.received) == 1
+                    call.cancel()
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(cancel_in_backoff)
+                    start = trio.current_time()
+                    with pytest.raises(grpc.RpcError) as info:
+                        await call.receive_message()
+                    assert trio.current_time() - start < 2
+    assert info.value.code == grpc.StatusCode.CANCELLED
+    assert len(servicer.received) == 1
 
 
 # ---------------------------------------------------------------------- other forms

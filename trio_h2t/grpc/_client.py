@@ -177,13 +177,13 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         encoding: str | None,
         max_send: int | None,
         max_receive: int | None,
-        replay: Replay | None = None,
+        replay: Any = None,  # Replay | None (private: the signature names public types)
     ) -> None:
         self._channel = channel  # immutable after init
         # immutable after init without a replay; with one, owner: the receiving task
         # (it moves the call to the next attempt's stream, _next_attempt)
         self._stream = stream
-        self._replay = replay  # immutable after init (None: never sent again)
+        self._replay: Replay | None = replay  # immutable after init (None: never sent again)
         self._max_send = max_send  # immutable after init: the smaller of channel's, config's
         self._max_receive = max_receive  # immutable after init: as _max_send
         #: The method's path, ``/package.Service/Method``.
@@ -528,7 +528,10 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                     return
                 self._code = self._details = self._trailing = None
                 self._initial = self._response_encoding = None
-            await trio.sleep(delay)
+            await replay.sleep(delay)
+            if self._code is not None:  # cancel() was called during the backoff
+                self._initial = NO_METADATA
+                raise self._rpc_error()
             await self._next_attempt(replay, again=True)
 
     async def _next_attempt(self, replay: Replay, *, again: bool) -> None:

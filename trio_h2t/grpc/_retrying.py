@@ -81,7 +81,15 @@ class Replay:
     ``switching`` is set (the sender waits meanwhile).
     """
 
-    __slots__ = ("ended", "frames", "open_next", "state", "switching", "transparent_left")
+    __slots__ = (
+        "_backoff",
+        "ended",
+        "frames",
+        "open_next",
+        "state",
+        "switching",
+        "transparent_left",
+    )
 
     def __init__(self, state: CallRetryState, open_next: OpenNext, *, transparent: bool) -> None:
         self.state = state  # immutable after init; its fields: the receiver's
@@ -93,6 +101,8 @@ class Replay:
         self.ended = False  # shared: set by the sender's half-close, read on replay
         # owner: the receiver; set while it opens the next attempt and replays
         self.switching: trio.Event | None = None
+        # owner: the receiver; the scope of its backoff sleep (commit() ends it)
+        self._backoff: trio.CancelScope | None = None
 
     @property
     def committed(self) -> bool:
@@ -109,9 +119,24 @@ class Replay:
             self.frames.clear()
 
     def commit(self) -> None:
-        """No more attempts: drop the frames, give the buffer's bytes back."""
+        """No more attempts: drop the frames, give the buffer's bytes back, and end
+        a backoff in progress (``Call.cancel``)."""
         self.state.commit()
         self.frames.clear()
+        if self._backoff is not None:
+            self._backoff.cancel()
+
+    async def sleep(self, delay: float) -> None:
+        """Wait ``delay`` seconds before the next attempt, or until :meth:`commit`.
+
+        Checkpoint: always. On cancellation: nothing changes.
+        """
+        with trio.CancelScope(deadline=trio.current_time() + delay) as scope:
+            self._backoff = scope
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._backoff = None
 
     def succeeded(self) -> None:
         """The call ended OK before any headers (trailers-only OK)."""
