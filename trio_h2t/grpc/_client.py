@@ -807,12 +807,14 @@ class Channel:
     call before the call's own, ``buffer_reuse`` (default True: each call's response
     decoder keeps one buffer for messages of 1 KiB and more, see
     :class:`MessageDecoder`), ``service_config`` (JSON text, its mapping or a
-    :class:`ServiceConfig`: ``methodConfig`` timeouts and, for unary-unary,
-    unary-stream and stream-unary methods, retry policies; see ``docs/grpc.md``,
-    "Service config and retries"), ``interceptors`` (client interceptors, the first
-    the outermost), ``call_credentials`` (a callable adding metadata to each call,
-    refused without TLS unless ``insecure_call_credentials=True``): see
-    ``docs/grpc.md``, "Interceptors" and "Call credentials".
+    :class:`ServiceConfig`: ``methodConfig`` timeouts, waitForReady,
+    message-size limits and retry policies, for every call form of every kind; see
+    ``docs/grpc.md``, "Service config and retries"), ``interceptors`` (client
+    interceptors, the first the outermost; they wrap whole calls, retries happen
+    below them), ``call_credentials`` (a callable adding metadata to each call,
+    refused without TLS unless ``insecure_call_credentials=True``, which also lets
+    calls pass their own ``credentials=``): see ``docs/grpc.md``, "Interceptors"
+    and "Call credentials".
 
     ``wait_for_ready`` (default False) is the calls' default (each call can
     override it); ``authority`` overrides the ``:authority`` of every call.
