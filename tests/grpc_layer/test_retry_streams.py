@@ -7,6 +7,7 @@ peer (the ``h2`` library) that refuses streams, and grpcio's server."""
 from __future__ import annotations
 
 import functools
+import ssl
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,6 +22,7 @@ import h2.exceptions
 import pytest
 import trio
 import trio.testing
+import trustme
 
 import trio_h2t
 from trio_h2t import grpc
@@ -542,11 +544,17 @@ def _answer(form: str) -> Any:
     return ANSWERS[form.split()[0]]
 
 
-@pytest.mark.parametrize("source", ["per call", "method config"])
+@asynccontextmanager
+async def _passing(details: grpc.ClientCallDetails) -> AsyncIterator[None]:
+    yield
+
+
+@pytest.mark.parametrize("source", ["per call", "method config", "per call, intercepted"])
 async def test_wait_for_ready_on_every_form(source: str) -> None:
     """With no backend up, every call form fails UNAVAILABLE at once; with
     wait_for_ready (per call, or methodConfig.waitForReady) it waits for the backend
-    that starts later; per call False overrides the config."""
+    that starts later; per call False overrides the config; through an interceptor
+    (the unary call's general path) alike."""
     with trio.socket.socket() as s:
         await s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -557,14 +565,17 @@ async def test_wait_for_ready_on_every_form(source: str) -> None:
         async with (
             trio.open_nursery() as nursery,
             grpc.open_channel(
-                f"ipv4:127.0.0.1:{port}", backoff=FAST, service_config=config
+                f"ipv4:127.0.0.1:{port}",
+                backoff=FAST,
+                service_config=config,
+                interceptors=[_passing] if "intercepted" in source else [],
             ) as channel,
         ):
             while channel.get_state() is not grpc.ConnectivityState.TRANSIENT_FAILURE:
                 await channel.wait_for_state_change(channel.get_state())
             fast: dict[str, Any] = {"wait_for_ready": False}
             waiting: dict[str, Any] = {"timeout": 5}
-            if source == "per call":
+            if source.startswith("per call"):
                 waiting["wait_for_ready"] = True
             for form in FORMS.values():
                 with trio.fail_after(1), pytest.raises(grpc.RpcError) as info:
@@ -724,6 +735,60 @@ async def test_per_call_credentials_on_every_kind() -> None:
     both = ["Bearer channel", "Bearer call"]
     assert [auth for _, auth in seen] == [both] * len(FORMS) + [["Bearer channel"]]
     assert names == ["Unary"] * 3 + ["Count"] * 2 + ["Concat"] * 3 + ["Upper"] * 2
+
+
+@pytest.fixture
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture
+def server_ctx(ca: trustme.CA) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(ctx)
+    return ctx
+
+
+@pytest.fixture
+def client_ctx(ca: trustme.CA) -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    return ctx
+
+
+async def test_per_call_credentials_over_tls(
+    server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext
+) -> None:
+    """On a TLS channel per-call credentials need no override, and are told the
+    https service URL; a plaintext Channel(connection) refuses them."""
+    seen: list[Any] = []
+    urls: list[str] = []
+
+    def token(context: grpc.CallCredentialsContext) -> list[tuple[str, str]]:
+        urls.append(context.service_url)
+        return [("authorization", "Bearer tls")]
+
+    async def record(
+        details: grpc.ServerCallDetails, proceed: Callable[[], Awaitable[None]]
+    ) -> None:
+        seen.append(details.invocation_metadata.get("authorization"))
+        await proceed()
+
+    server = grpc.Server([Echo()], interceptors=[record])
+    with trio.fail_after(LIMIT):
+        async with (
+            trio_h2t.open_server(server, 0, host="127.0.0.1", ssl_context=server_ctx) as tls,
+            trio_h2t.open_server(server, 0, host="127.0.0.1") as plain,
+            grpc.open_channel("127.0.0.1", tls.port, ssl_context=client_ctx) as channel,
+            trio_h2t.open_connection("127.0.0.1", plain.port) as conn,
+        ):
+            assert await channel.unary_unary("/test.Echo/Unary")(b"t", credentials=token) == b"t"
+            bare = grpc.Channel(conn)
+            with pytest.raises(ValueError, match="insecure_call_credentials"):
+                await bare.stream_unary("/test.Echo/Concat")([b"x"], credentials=token)
+            assert conn.statistics().streams_opened == 0
+    assert seen == ["Bearer tls"]
+    assert urls == [f"https://127.0.0.1:{tls.port}/test.Echo"]
 
 
 # ---------------------------------------------------------------------- grpcio

@@ -26,6 +26,7 @@ Only trio_h2t's public API is used (``tests/grpc_layer/test_wire.py`` checks it)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import ssl
@@ -1270,7 +1271,8 @@ class _CallOpener:
         opener = self._opener
         self._opener = None
         if opener is not None:
-            await opener.__aexit__(None, None, None)
+            with contextlib.suppress(*_TRANSPORT_ERRORS):  # it failed: why it is left
+                await opener.__aexit__(None, None, None)
         if extra is not None:
             self._extra = extra
         metadata = [*Metadata(self._metadata), *self._extra]
