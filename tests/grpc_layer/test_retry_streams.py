@@ -457,7 +457,6 @@ async def test_method_config_message_size_limits() -> None:
             with pytest.raises(grpc.RpcError) as info:
                 await smaller.unary_unary("/test.Echo/Big")(b"60")
             assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert channel.connection.statistics().streams_opened >= 4
 
 
 # ---------------------------------------------------------------------- wait_for_ready
