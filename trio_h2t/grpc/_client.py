@@ -356,6 +356,9 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         replaced is not raised: the receiver reads that attempt's status."""
         while replay.switching is not None:  # the receiver is replaying: after it
             await replay.switching.wait()
+        if frame is None and self._code is not None:
+            await trio.lowlevel.checkpoint()  # the call ended: nothing to half-close
+            return
         self._check_sendable()
         if frame is not None:
             replay.keep(frame)
