@@ -21,6 +21,19 @@ the response's DATA with a sans-IO ``MessageDecoder`` and reads the status from
 the trailers (or from the headers of a trailers-only response, or derives it from
 the HTTP status or the RST_STREAM code, ``_status.py``).
 
+Retries (gRFC A6) live in the :class:`Call`, so that every call form of every kind
+has them: a call whose method has a ``retryPolicy``, or any call on a balanced
+channel (transparent retry of a stream that never reached a handler), carries a
+``Replay`` (``_retrying.py``) keeping the request frames it sent until it commits
+(response headers). Its receiving side, waiting for those headers
+(``Call._attempt_headers``), replaces a failed attempt with a new stream from
+``_CallOpener._open_next`` and replays the frames; the deadline scope of the
+``_CallOpener`` covers them all, and client interceptors, around the opener, see
+one call. ``Channel._call_settings`` merges a call's options with its method config
+(timeout, waitForReady, retry policy, message-size limits) for every kind. The
+unary-unary call without interceptors, credentials or a retry policy keeps its own
+inline path (one attempt, transparently resent on a balanced channel).
+
 Only trio_h2t's public API is used (``tests/grpc_layer/test_wire.py`` checks it).
 """
 
@@ -143,6 +156,11 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
 
     One task may send while another receives; two tasks receiving (or sending) at
     once get ``trio.BusyResourceError``.
+
+    A call that is retried (a ``retryPolicy``, a balanced channel's transparent
+    retry) stays this one object across its attempts: until response headers
+    arrive, the receiving side replaces a failed attempt and the requests sent so
+    far are replayed (``docs/grpc.md``, "Service config and retries").
     """
 
     __slots__ = (
