@@ -26,6 +26,7 @@ import trustme
 
 import trio_h2t
 from trio_h2t import grpc
+from trio_h2t.grpc import _client as grpc_client
 
 from .echo import Echo
 from .test_balancer import FAST, ready
@@ -414,6 +415,28 @@ async def test_streaming_call_refused_after_open_is_resent(mode: str) -> None:
                     assert [m async for m in call] == [part, b"X"]
     assert refused
     assert servicer.received == [[str(i).encode(), b"x"] for i in range(4)]
+
+
+async def test_transparent_resends_are_bounded() -> None:
+    """A backend that refuses every stream: a streaming call is resent at most
+    MAX_TRANSPARENT_RETRIES (10) times, then fails UNAVAILABLE."""
+    with trio.fail_after(LIMIT):
+        async with (
+            refusing_peer("refuse") as (peer_port, refused),
+            grpc.open_channel(f"ipv4:127.0.0.1:{peer_port}", backoff=FAST) as channel,
+        ):
+            await ready(channel, 1)
+
+            async def refused_call() -> None:
+                async with channel.stream_stream("/test.Flaky/Upper").open() as call:
+                    await call.send_message(b"a")
+                    await call.done_writing()
+                    await call.receive_message()
+
+            with pytest.raises(grpc.RpcError) as info:
+                await refused_call()
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
+    assert len(refused) == 1 + grpc_client.MAX_TRANSPARENT_RETRIES
 
 
 # ---------------------------------------------------------------------- message sizes
