@@ -150,6 +150,22 @@ async def test_throttling_stops_retries() -> None:
     assert throttle.tokens == 1
 
 
+async def test_successful_calls_refill_the_throttle() -> None:
+    """Each call ending OK (after response headers) gives back tokenRatio (0.5)."""
+    servicer = Flaky(1)
+    with trio.fail_after(5):
+        async with _channel(servicer, CONFIG_JSON) as channel:
+            assert await _call(channel) == b"hi"  # one failure (a token), then OK
+            throttle = channel._retry_throttle
+            assert throttle is not None
+            assert throttle.tokens == 3.5
+            async with channel.unary_unary("/test.Flaky/Fail").open() as call:
+                await call.send_message(b"x")
+                await call.done_writing()
+                assert await call.receive_response() == b"x"
+            assert throttle.tokens == 4
+
+
 async def test_headers_commit_the_call() -> None:
     """A failure after response headers is not retried."""
     servicer = Flaky(0)

@@ -646,9 +646,12 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
             self._set_status(StatusCode.INTERNAL, "the response ended inside a message")
         else:
             self._finish(self._stream.trailers or ())
-            if self._replay is not None and self._code != StatusCode.OK:
-                # The status after headers (committed) of a call that had retries.
-                self._details = self._replay.final_details(self._details or "")
+            replay = self._replay
+            if replay is not None:  # the status after headers (committed)
+                if self._code == StatusCode.OK:
+                    replay.succeeded()  # refills the channel's retry throttle
+                else:
+                    self._details = replay.final_details(self._details or "")
 
     def _pop(self) -> bytes:
         """The next decoded message's payload (decompressed); there is one."""
