@@ -1,4 +1,5 @@
-"""Retries against a real trio_h2t.grpc server on 127.0.0.1 (_retrying.py, gRFC A6)."""
+"""Retries from a channel's service config against a real trio_h2t.grpc server on
+127.0.0.1 (_retry.py, _retrying.py, gRFC A6): unary-unary, unary-stream, stream-unary."""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ import trio.testing
 
 import trio_h2t
 from trio_h2t import grpc
-from trio_h2t.grpc._retry import CallRetryState, RetryThrottle
-from trio_h2t.grpc._retrying import run_with_retries, stream_unary_attempt, unary_unary_attempt
 
 CONFIG_JSON: dict[str, Any] = {
     "methodConfig": [
@@ -63,22 +62,26 @@ class Flaky:
 
 
 @asynccontextmanager
-async def _channel(servicer: object) -> AsyncIterator[grpc.Channel]:
+async def _channel(
+    servicer: object, config: dict[str, Any] | None = None
+) -> AsyncIterator[grpc.Channel]:
+    """``servicer`` on 127.0.0.1 and a channel to it with ``config`` (default: retries
+    without throttling)."""
+    if config is None:
+        config = {"methodConfig": CONFIG_JSON["methodConfig"]}
     async with (
         trio_h2t.open_server(grpc.Server([servicer]), 0, host="127.0.0.1") as server,
-        grpc.open_channel("127.0.0.1", server.port) as channel,
+        grpc.open_channel("127.0.0.1", server.port, service_config=config) as channel,
     ):
         yield channel
 
 
 async def _call(
     channel: grpc.Channel,
-    state: CallRetryState,
     method: str = "/test.Flaky/Fail",
     timeout: float | None = 5,  # noqa: ASYNC109 (the call's deadline, sent as grpc-timeout)
 ) -> bytes:
-    attempt = unary_unary_attempt(channel.unary_unary(method), b"hi")
-    result: bytes = await run_with_retries(state, attempt, timeout=timeout)
+    result: bytes = await channel.unary_unary(method)(b"hi", timeout=timeout)
     return result
 
 
@@ -87,10 +90,8 @@ async def test_two_failures_then_success() -> None:
     servicer = Flaky(2)
     with trio.fail_after(5):
         async with _channel(servicer) as channel:
-            state = CallRetryState(POLICY)
-            assert await _call(channel, state) == b"hi"
+            assert await _call(channel) == b"hi"
     assert servicer.previous == [None, "1", "2"]
-    assert state.attempts == 3
 
 
 async def test_non_retryable_code_not_retried() -> None:
@@ -99,7 +100,7 @@ async def test_non_retryable_code_not_retried() -> None:
     with trio.fail_after(5):
         async with _channel(servicer) as channel:
             with pytest.raises(grpc.RpcError) as info:
-                await _call(channel, CallRetryState(POLICY))
+                await _call(channel)
     assert info.value.code == grpc.StatusCode.INTERNAL
     assert info.value.details == "try again (1 attempt)"
     assert servicer.previous == [None]
@@ -111,7 +112,7 @@ async def test_max_attempts_honoured() -> None:
     with trio.fail_after(5):
         async with _channel(servicer) as channel:
             with pytest.raises(grpc.RpcError) as info:
-                await _call(channel, CallRetryState(POLICY))
+                await _call(channel)
     assert info.value.code == grpc.StatusCode.UNAVAILABLE
     assert info.value.details == "try again (4 attempts)"
     assert servicer.previous == [None, "1", "2", "3"]
@@ -124,29 +125,45 @@ async def test_pushback_delays_and_negative_stops() -> None:
     with trio.fail_after(5):
         async with _channel(servicer) as channel:
             start = trio.current_time()
-            assert await _call(channel, CallRetryState(POLICY)) == b"hi"
+            assert await _call(channel) == b"hi"
             assert trio.current_time() - start >= 0.3
             servicer.previous.clear()
             servicer.pushback = "-1"
             with pytest.raises(grpc.RpcError, match=r"\(1 attempt\)"):
-                await _call(channel, CallRetryState(POLICY))
+                await _call(channel)
     assert servicer.previous == [None]
 
 
 async def test_throttling_stops_retries() -> None:
     """With maxTokens 4, after the bucket falls to half, failing calls are not retried."""
-    assert CONFIG.retry_throttling is not None
-    throttle = RetryThrottle(CONFIG.retry_throttling)
     servicer = Flaky(100)
     with trio.fail_after(5):
-        async with _channel(servicer) as channel:
+        async with _channel(servicer, CONFIG_JSON) as channel:
             with pytest.raises(grpc.RpcError, match=r"\(2 attempts\)"):
-                await _call(channel, CallRetryState(POLICY, throttle=throttle))
+                await _call(channel)
             servicer.previous.clear()
             with pytest.raises(grpc.RpcError, match=r"\(1 attempt\)"):
-                await _call(channel, CallRetryState(POLICY, throttle=throttle))
+                await _call(channel)
+            throttle = channel._retry_throttle
     assert servicer.previous == [None]
+    assert throttle is not None
     assert throttle.tokens == 1
+
+
+async def test_successful_calls_refill_the_throttle() -> None:
+    """Each call ending OK (after response headers) gives back tokenRatio (0.5)."""
+    servicer = Flaky(1)
+    with trio.fail_after(5):
+        async with _channel(servicer, CONFIG_JSON) as channel:
+            assert await _call(channel) == b"hi"  # one failure (a token), then OK
+            throttle = channel._retry_throttle
+            assert throttle is not None
+            assert throttle.tokens == 3.5
+            async with channel.unary_unary("/test.Flaky/Fail").open() as call:
+                await call.send_message(b"x")
+                await call.done_writing()
+                assert await call.receive_response() == b"x"
+            assert throttle.tokens == 4
 
 
 async def test_headers_commit_the_call() -> None:
@@ -155,7 +172,7 @@ async def test_headers_commit_the_call() -> None:
     with trio.fail_after(5):
         async with _channel(servicer) as channel:
             with pytest.raises(grpc.RpcError, match=r"after headers \(1 attempt\)"):
-                await _call(channel, CallRetryState(POLICY), "/test.Flaky/Headers")
+                await _call(channel, "/test.Flaky/Headers")
     assert servicer.previous == [None]
 
 
@@ -167,7 +184,7 @@ async def test_deadline_bounds_the_sequence() -> None:
         async with _channel(servicer) as channel:
             start = trio.current_time()
             with pytest.raises(grpc.RpcError) as info:
-                await _call(channel, CallRetryState(POLICY), timeout=0.3)
+                await _call(channel, timeout=0.3)
             assert trio.current_time() - start < 2
     assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert servicer.previous == [None]
@@ -334,25 +351,21 @@ async def test_stream_unary_replays_buffered_requests() -> None:
     servicer = FlakyUpload(1)
     with trio.fail_after(5):
         async with _channel(servicer) as channel:
-            attempt = stream_unary_attempt(channel.stream_unary("/test.Flaky/Upload"), [b"a", b"b"])
-            state = CallRetryState(POLICY)
-            assert await run_with_retries(state, attempt, timeout=5) == b"ab"
+            upload = channel.stream_unary("/test.Flaky/Upload")
+            assert await upload([b"a", b"b"], timeout=5) == b"ab"
     assert servicer.received == [[b"a", b"b"], [b"a", b"b"]]
-    assert state.attempts == 2
 
 
 async def test_stream_unary_past_buffer_bound_not_retried() -> None:
-    """Requests past the per-call replay bound commit the call: its failure is final."""
+    """Requests past the per-call replay bound (256 KiB) commit the call: its failure
+    is final, and the channel's replay pool is given back."""
     servicer = FlakyUpload(1)
     with trio.fail_after(5):
         async with _channel(servicer) as channel:
-            attempt = stream_unary_attempt(
-                channel.stream_unary("/test.Flaky/Upload"), [b"x" * 8, b"y" * 8]
-            )
-            state = CallRetryState(POLICY, per_call_limit=10)
+            upload = channel.stream_unary("/test.Flaky/Upload")
             with pytest.raises(grpc.RpcError, match=r"again \(1 attempt\)"):
-                await run_with_retries(state, attempt, timeout=5)
-    assert state.committed
+                await upload([b"x" * 200_000, b"y" * 100_000], timeout=5)
+            assert channel._retry_pool.in_use == 0
     assert len(servicer.received) == 1
 
 

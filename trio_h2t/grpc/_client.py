@@ -21,18 +21,32 @@ the response's DATA with a sans-IO ``MessageDecoder`` and reads the status from
 the trailers (or from the headers of a trailers-only response, or derives it from
 the HTTP status or the RST_STREAM code, ``_status.py``).
 
+Retries (gRFC A6) live in the :class:`Call`, so that every call form of every kind
+has them: a call whose method has a ``retryPolicy``, or any call on a balanced
+channel (transparent retry of a stream that never reached a handler), carries a
+``Replay`` (``_retrying.py``) keeping the request frames it sent until it commits
+(response headers). Its receiving side, waiting for those headers
+(``Call._attempt_headers``), replaces a failed attempt with a new stream from
+``_CallOpener._open_next`` and replays the frames; the deadline scope of the
+``_CallOpener`` covers them all, and client interceptors, around the opener, see
+one call. ``Channel._call_settings`` merges a call's options with its method config
+(timeout, waitForReady, retry policy, message-size limits) for every kind. The
+unary-unary call without interceptors, credentials or a retry policy keeps its own
+inline path (one attempt, transparently resent on a balanced channel).
+
 Only trio_h2t's public API is used (``tests/grpc_layer/test_wire.py`` checks it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any, ClassVar, Generic, NoReturn, TypeVar, final
+from typing import Any, ClassVar, Generic, NamedTuple, NoReturn, TypeVar, final
 
 import trio
 
@@ -75,15 +89,9 @@ from ._resolver import (
     resolve_dns,
 )
 from ._retry import CallRetryState, RetryBufferPool, RetryThrottle
-from ._retrying import (
-    open_with_retries,
-    run_with_retries,
-    stream_unary_attempt,
-    unary_stream_attempt,
-    unary_unary_attempt,
-)
+from ._retrying import MAX_TRANSPARENT_RETRIES as MAX_TRANSPARENT_RETRIES, Replay, never_processed
 from ._server import MethodKind
-from ._service_config import ServiceConfig, parse_service_config
+from ._service_config import RetryPolicy, ServiceConfig, parse_service_config
 from ._status import (
     RpcError,
     StatusCode,
@@ -122,25 +130,7 @@ _TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
 _NO_MESSAGES: list[tuple[bool, bytes]] = []  # Call._messages before any (never appended to)
 
 
-#: Transparent retries of one call (a stream that never reached a handler) on a
-#: balanced channel, at most; then the call fails UNAVAILABLE.
-MAX_TRANSPARENT_RETRIES = 10
-_NEVER_PROCESSED = (
-    trio_h2t.StreamRefusedError,
-    trio_h2t.GoAwayError,
-    trio_h2t.ConnectionClosingError,
-)
-
-
-def _never_processed(exc: BaseException) -> bool:
-    """Whether ``exc`` (or the transport error an RpcError came from) says the
-    server never processed the stream: a transparent retry may resend it."""
-    if isinstance(exc, RpcError):
-        cause = exc.__cause__
-        if cause is None:
-            return False
-        exc = cause
-    return isinstance(exc, _NEVER_PROCESSED) and exc.retryable
+_never_processed = never_processed
 
 
 def _error_from_transport(exc: BaseException) -> tuple[StatusCode, str]:
@@ -173,6 +163,11 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
 
     One task may send while another receives; two tasks receiving (or sending) at
     once get ``trio.BusyResourceError``.
+
+    A call that is retried (a ``retryPolicy``, a balanced channel's transparent
+    retry) stays this one object across its attempts: until response headers
+    arrive, the receiving side replaces a failed attempt and the requests sent so
+    far are replayed (``docs/grpc.md``, "Service config and retries").
     """
 
     __slots__ = (
@@ -184,7 +179,10 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         "_encoding",
         "_initial",
         "_last_compressed",
+        "_max_receive",
+        "_max_send",
         "_messages",
+        "_replay",
         "_response_encoding",
         "_serializer",
         "_stream",
@@ -203,9 +201,17 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         serializer: Serializer,
         deserializer: Deserializer,
         encoding: str | None,
+        max_send: int | None,
+        max_receive: int | None,
+        replay: Any = None,  # Replay | None (private: the signature names public types)
     ) -> None:
         self._channel = channel  # immutable after init
-        self._stream = stream  # immutable after init
+        # immutable after init without a replay; with one, owner: the receiving task
+        # (it moves the call to the next attempt's stream, _next_attempt)
+        self._stream = stream
+        self._replay: Replay | None = replay  # immutable after init (None: never sent again)
+        self._max_send = max_send  # immutable after init: the smaller of channel's, config's
+        self._max_receive = max_receive  # immutable after init: as _max_send
         #: The method's path, ``/package.Service/Method``.
         self.method = method  # immutable after init
         self._serializer = serializer  # immutable after init
@@ -267,6 +273,8 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         receives raise RpcError(CANCELLED)."""
         if self._code is None:
             self._set_status(StatusCode.CANCELLED, "the call was cancelled by this side")
+        if self._replay is not None:
+            self._replay.commit()
         self._stream.reset(RST_CANCEL)
 
     def _set_status(self, code: StatusCode, details: str, trailing: Metadata | None = None) -> None:
@@ -299,7 +307,9 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
 
         Raises:
             RpcError: RESOURCE_EXHAUSTED if the message exceeds the channel's
-                ``max_send_message_size`` (nothing sent); the call's status if the
+                ``max_send_message_size`` or the method config's
+                ``maxRequestMessageBytes`` (nothing sent; the call ends with that
+                status, RST_STREAM(CANCEL)); the call's status if the
                 stream ended under it (a reset, the connection lost).
             trio.ClosedResourceError: :meth:`done_writing` was called, or the call
                 already ended with status OK (the server needed no more requests).
@@ -316,26 +326,39 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
             await trio.lowlevel.checkpoint()
             return
         self._writing_done = True
+        replay = self._replay
+        if replay is not None and not replay.committed:
+            await self._send_replayable(replay, None, end=True)
+            return
         try:
             await self._stream.end()
         except _TRANSPORT_ERRORS as exc:
             self._raise_send_failure(exc)
 
-    async def _send(self, message: Req, *, end: bool, compress: bool = True) -> None:
-        if self._writing_done:
-            raise trio.ClosedResourceError("done_writing() was called on this call")
+    def _check_sendable(self) -> None:
         if self._code is not None:
             # The call has ended (its status was received): nothing more is read.
             if self._code != StatusCode.OK:
                 raise self._rpc_error()
             raise trio.ClosedResourceError("the call has already ended with status OK")
+
+    async def _send(self, message: Req, *, end: bool, compress: bool = True) -> None:
+        if self._writing_done:
+            raise trio.ClosedResourceError("done_writing() was called on this call")
+        self._check_sendable()
         payload = self._serializer(message)
-        limit = self._channel.max_send_message_size
+        limit = self._max_send
         if limit is not None and len(payload) > limit:
-            raise RpcError(
+            # The message is not sent and the call ends with this status (as grpc
+            # does): a receiver waiting for the response is told so at once.
+            self._set_status(
                 StatusCode.RESOURCE_EXHAUSTED,
                 f"trying to send message larger than max ({len(payload)} vs. {limit})",
             )
+            if self._replay is not None:
+                self._replay.commit()
+            self._stream.reset(RST_CANCEL)
+            raise self._rpc_error()
         encoding = self._encoding if compress else None
         frame = encode_message(
             compress_payload(payload, encoding) if encoding else payload,
@@ -343,9 +366,38 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         )
         if end:
             self._writing_done = True
+        replay = self._replay
+        if replay is not None and not replay.committed:
+            await self._send_replayable(replay, frame, end=end)
+            return
         try:
             await self._stream.send_data(frame, end_stream=end)
         except _TRANSPORT_ERRORS as exc:
+            self._raise_send_failure(exc)
+
+    async def _send_replayable(self, replay: Replay, frame: bytes | None, *, end: bool) -> None:
+        """Send ``frame`` (None: END_STREAM alone) on the current attempt, keeping it
+        for the next (``_retrying.py``). A failure of an attempt that may yet be
+        replaced is not raised: the receiver reads that attempt's status."""
+        while replay.switching is not None:  # the receiver is replaying: after it
+            await replay.switching.wait()
+        if frame is None and self._code is not None:
+            await trio.lowlevel.checkpoint()  # the call ended: nothing to half-close
+            return
+        self._check_sendable()
+        if frame is not None:
+            replay.keep(frame)
+        if end:
+            replay.ended = True
+        stream = self._stream
+        try:
+            if frame is None:
+                await stream.end()
+            else:
+                await stream.send_data(frame, end_stream=end)
+        except _TRANSPORT_ERRORS as exc:
+            if stream is not self._stream or not replay.committed:
+                return  # replayed on the next attempt, or kept for it
             self._raise_send_failure(exc)
 
     def _raise_send_failure(self, exc: BaseException) -> None:
@@ -366,11 +418,14 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._need_headers():
-            try:
-                headers = await self._stream.receive_headers()
-            except _TRANSPORT_ERRORS as exc:
-                self._headers_lost(exc)
-            self._take_headers(headers)
+            if self._replay is not None:
+                await self._attempt_headers(self._replay)
+            else:
+                try:
+                    headers = await self._stream.receive_headers()
+                except _TRANSPORT_ERRORS as exc:
+                    self._headers_lost(exc)
+                self._take_headers(headers)
         else:
             await trio.lowlevel.cancel_shielded_checkpoint()
         assert self._initial is not None
@@ -460,15 +515,93 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         details = decode_grpc_message(message) if message is not None else ""
         self._set_status(code_from_wire(grpc_status), details, trailing)
 
-    async def _next_payload(self) -> bytes | None:
-        """The next response message's bytes, or None at the end of an OK call."""
-        stream = self._stream
-        if self._need_headers():
+    async def _attempt_headers(self, replay: Replay) -> None:
+        """Wait for the response headers of a call that may be sent again: after a
+        failed attempt, retry it (transparently, or as its retry policy says, after
+        the backoff) until headers arrive (the call commits), it ends OK, or no
+        other attempt is allowed (the failure is the call's)."""
+        while True:
+            stream = self._stream
             try:
                 headers = await stream.receive_headers()
             except _TRANSPORT_ERRORS as exc:
-                self._headers_lost(exc)
-            self._take_headers(headers)
+                if self._code is not None:  # cancel() was called
+                    self._headers_lost(exc)
+                if replay.transparent(exc):
+                    await self._next_attempt(replay, again=False)
+                    continue
+                code, details = _error_from_transport(exc)
+                delay = replay.retry_delay(code, None)
+                if delay is None:
+                    self._initial = NO_METADATA
+                    self._set_status(code, replay.final_details(details))
+                    raise self._rpc_error() from exc
+            else:
+                raised = False
+                try:
+                    self._take_headers(headers)
+                except RpcError:
+                    raised = True  # its status is set: decided as a trailers-only one
+                status = self._code
+                if status is None:
+                    replay.commit()  # headers: the server answered
+                    return
+                if status == StatusCode.OK:
+                    replay.succeeded()
+                    return
+                delay = replay.retry_delay(status, self._trailing)
+                if delay is None:
+                    self._details = replay.final_details(self._details or "")
+                    if raised:
+                        raise self._rpc_error()
+                    return
+                self._code = self._details = self._trailing = None
+                self._initial = self._response_encoding = None
+            await replay.sleep(delay)
+            if self._code is not None:  # cancel() was called during the backoff
+                self._initial = NO_METADATA
+                raise self._rpc_error()
+            await self._next_attempt(replay, again=True)
+
+    async def _next_attempt(self, replay: Replay, *, again: bool) -> None:
+        """Leave this attempt's stream and open the next (``again``: a counted
+        attempt, with ``grpc-previous-rpc-attempts``), replaying what was sent.
+        A replay that fails leaves the failure to the next wait for headers."""
+        switching = replay.switching = trio.Event()
+        try:
+            extra = replay.state.start_attempt() if again else None
+            try:
+                stream = self._stream = await replay.open_next(extra)
+            except RpcError as exc:  # no stream: the call's failure
+                replay.commit()
+                self._initial = NO_METADATA
+                self._set_status(exc.code, replay.final_details(exc.details), exc.trailing_metadata)
+                raise self._rpc_error() from exc
+            try:
+                index = 0
+                while index < len(replay.frames):
+                    await stream.send_data(replay.frames[index])
+                    index += 1
+                if replay.ended:
+                    await stream.end()
+            except _TRANSPORT_ERRORS:
+                pass  # the stream failed: receive_headers says how
+        finally:
+            replay.switching = None
+            switching.set()
+
+    async def _next_payload(self) -> bytes | None:
+        """The next response message's bytes, or None at the end of an OK call."""
+        if self._need_headers():
+            if self._replay is not None:
+                await self._attempt_headers(self._replay)
+            else:
+                try:
+                    headers = await self._stream.receive_headers()
+                except _TRANSPORT_ERRORS as exc:
+                    self._headers_lost(exc)
+                self._take_headers(headers)
+        stream = self._stream
         while self._taken == len(self._messages):
             if self._code is not None:
                 if self._code != StatusCode.OK:
@@ -507,9 +640,8 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         decoder = self._decoder
         if chunk:
             if decoder is None:
-                channel = self._channel
                 decoder = self._decoder = MessageDecoder(
-                    channel.max_receive_message_size, buffer_reuse=channel.buffer_reuse
+                    self._max_receive, buffer_reuse=self._channel.buffer_reuse
                 )
             try:
                 # All taken: the chunk's messages replace them (a list per chunk).
@@ -521,6 +653,12 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
             self._set_status(StatusCode.INTERNAL, "the response ended inside a message")
         else:
             self._finish(self._stream.trailers or ())
+            replay = self._replay
+            if replay is not None:  # the status after headers (committed)
+                if self._code == StatusCode.OK:
+                    replay.succeeded()  # refills the channel's retry throttle
+                else:
+                    self._details = replay.final_details(self._details or "")
 
     def _pop(self) -> bytes:
         """The next decoded message's payload (decompressed); there is one."""
@@ -539,9 +677,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                 self._set_status(StatusCode.INTERNAL, "compressed message without a grpc-encoding")
                 raise self._rpc_error()
             try:
-                payload = decompress(
-                    payload, self._response_encoding, self._channel.max_receive_message_size
-                )
+                payload = decompress(payload, self._response_encoding, self._max_receive)
             except RpcError as exc:
                 self._set_status(exc.code, exc.details)
                 raise self._rpc_error() from None
@@ -638,6 +774,28 @@ def _deadlines(timeout: float | None) -> tuple[float, float]:
     return own, min(own, trio.current_effective_deadline())
 
 
+class CallSettings(NamedTuple):
+    """What one call runs with: its options merged with its method's config and the
+    channel's (``Channel._call_settings``)."""
+
+    #: Seconds: the smaller of the call's ``timeout`` and ``methodConfig.timeout``.
+    timeout: float | None
+    #: The call's ``wait_for_ready``, else ``methodConfig.waitForReady``, else the channel's.
+    wait_for_ready: bool
+    #: ``methodConfig.retryPolicy`` (None: no policy retries).
+    retry_policy: RetryPolicy | None
+    #: The smaller of ``max_send_message_size`` and ``maxRequestMessageBytes``.
+    max_send: int | None
+    #: The smaller of ``max_receive_message_size`` and ``maxResponseMessageBytes``.
+    max_receive: int | None
+
+
+def _smaller(limit: int | None, configured: int | None) -> int | None:
+    if configured is None:
+        return limit
+    return configured if limit is None else min(limit, configured)
+
+
 @asynccontextmanager
 async def _unwrap_single() -> AsyncIterator[None]:
     try:
@@ -666,8 +824,7 @@ def _interceptors_of(
             "call_credentials would send their metadata in clear on a channel without TLS:"
             " give the channel an ssl_context, or pass insecure_call_credentials=True"
         )
-    base_url = f"{scheme}://{authority}"
-    return (*found, credentials_interceptor(credentials, base_url))
+    return (*found, credentials_interceptor(credentials, f"{scheme}://{authority}"))
 
 
 @final
@@ -682,12 +839,14 @@ class Channel:
     call before the call's own, ``buffer_reuse`` (default True: each call's response
     decoder keeps one buffer for messages of 1 KiB and more, see
     :class:`MessageDecoder`), ``service_config`` (JSON text, its mapping or a
-    :class:`ServiceConfig`: ``methodConfig`` timeouts and, for unary-unary,
-    unary-stream and stream-unary methods, retry policies; see ``docs/grpc.md``,
-    "Service config and retries"), ``interceptors`` (client interceptors, the first
-    the outermost), ``call_credentials`` (a callable adding metadata to each call,
-    refused without TLS unless ``insecure_call_credentials=True``): see
-    ``docs/grpc.md``, "Interceptors" and "Call credentials".
+    :class:`ServiceConfig`: ``methodConfig`` timeouts, waitForReady,
+    message-size limits and retry policies, for every call form of every kind; see
+    ``docs/grpc.md``, "Service config and retries"), ``interceptors`` (client
+    interceptors, the first the outermost; they wrap whole calls, retries happen
+    below them), ``call_credentials`` (a callable adding metadata to each call,
+    refused without TLS unless ``insecure_call_credentials=True``, which also lets
+    calls pass their own ``credentials=``): see ``docs/grpc.md``, "Interceptors"
+    and "Call credentials".
 
     ``wait_for_ready`` (default False) is the calls' default (each call can
     override it); ``authority`` overrides the ``:authority`` of every call.
@@ -771,6 +930,52 @@ class Channel:
             call_credentials,
             insecure_call_credentials,
         )
+        self._insecure_call_credentials = insecure_call_credentials  # immutable after init
+
+    def _call_settings(
+        self, method: str, timeout: float | None, wait_for_ready: bool | None
+    ) -> CallSettings:
+        """What a call of ``method`` runs with (:class:`CallSettings`): its options,
+        its method config's (service config), the channel's, merged. Never checkpoints."""
+        if wait_for_ready is not None:
+            check_bool(wait_for_ready, "wait_for_ready")
+        config = self._service_config
+        if config is None:
+            return CallSettings(
+                timeout,
+                self.wait_for_ready if wait_for_ready is None else wait_for_ready,
+                None,
+                self.max_send_message_size,
+                self.max_receive_message_size,
+            )
+        found = config.method_config(method)
+        if wait_for_ready is None:
+            wait_for_ready = found.wait_for_ready
+        return CallSettings(
+            _config_timeout(timeout, found.timeout),
+            self.wait_for_ready if wait_for_ready is None else wait_for_ready,
+            found.retry_policy,
+            _smaller(self.max_send_message_size, found.max_request_message_bytes),
+            _smaller(self.max_receive_message_size, found.max_response_message_bytes),
+        )
+
+    def _call_interceptors(
+        self, credentials: CallCredentials | None
+    ) -> tuple[ClientInterceptor, ...]:
+        """The interceptors of one call: the channel's, then the call's own
+        ``credentials`` (the innermost), refused without TLS unless the channel was
+        opened with ``insecure_call_credentials=True``."""
+        if credentials is None:
+            return self._interceptors
+        base_url = f"{self._scheme.decode('ascii')}://{self._authority.decode('ascii')}"
+        interceptor = credentials_interceptor(credentials, base_url, "credentials")
+        if self._scheme != b"https" and not self._insecure_call_credentials:
+            raise ValueError(
+                "credentials= would send their metadata in clear on a channel without TLS:"
+                " give the channel an ssl_context, or open it with"
+                " insecure_call_credentials=True"
+            )
+        return (*self._interceptors, interceptor)
 
     def unary_unary(
         self,
@@ -966,9 +1171,8 @@ class Channel:
         compression: str | bool | None,
         wait_for_ready: bool | None = None,
     ) -> _CallOpener:
-        return _CallOpener(
-            self, method, serializer, deserializer, timeout, metadata, compression, wait_for_ready
-        )
+        settings = self._call_settings(method, timeout, wait_for_ready)
+        return _CallOpener(self, method, serializer, deserializer, settings, metadata, compression)
 
 
 @final
@@ -980,20 +1184,26 @@ class _CallOpener:
     registers each one with its asyncgen hooks), no ``AsyncExitStack``, and no
     cancel scope for a call without a timeout (an infinite deadline of its own
     could never fire; a surrounding deadline still goes out as ``grpc-timeout``).
-    Owner: the task that enters it (one use).
+    A call that may be sent again (a retry policy, or a balanced channel's
+    transparent retry) gets a :class:`Replay` whose ``open_next`` is
+    :meth:`_open_next`: every attempt runs inside this one block and deadline.
+    Owner: the task that enters it (one use); ``_open_next``: the call's receiver.
     """
 
     __slots__ = (
+        "_call",
         "_channel",
         "_compression",
+        "_deadline",
         "_deserializer",
+        "_encoding",
+        "_extra",
         "_metadata",
         "_method",
         "_opener",
         "_scope",
         "_serializer",
-        "_timeout",
-        "_wait_for_ready",
+        "_settings",
     )
 
     def __init__(
@@ -1002,34 +1212,45 @@ class _CallOpener:
         method: str,
         serializer: Serializer,
         deserializer: Deserializer,
-        timeout: float | None,
+        settings: CallSettings,
         metadata: MetadataLike,
         compression: str | bool | None,
-        wait_for_ready: bool | None,
     ) -> None:
         self._channel = channel  # immutable after init
-        self._wait_for_ready = wait_for_ready  # immutable after init
         self._method = method  # immutable after init
         self._serializer = serializer  # immutable after init
         self._deserializer = deserializer  # immutable after init
-        self._timeout = timeout  # immutable after init
+        self._settings = settings  # immutable after init
         self._metadata = metadata  # immutable after init
         self._compression = compression  # immutable after init
-        # owner: the entering task; set on entering
+        # owner: the entering task; set on entering (then the call's receiver's)
         self._opener: AbstractAsyncContextManager[H2Stream] | None = None
         self._scope: trio.CancelScope | None = None
+        self._call: Call[Any, Any] | None = None
+        self._deadline = math.inf
+        self._encoding: str | None = None
+        self._extra: list[tuple[str, str]] = []  # the attempt's grpc-previous-rpc-attempts
 
     async def __aenter__(self) -> Call[Any, Any]:
-        if self._opener is not None:
+        if self._call is not None or self._scope is not None:
             raise RuntimeError("a call's open(...) can be entered only once")
         await trio.lowlevel.checkpoint_if_cancelled()
         channel = self._channel
         if channel._closing:
             raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
-        own, deadline = _deadlines(self._timeout)
-        encoding = channel._encoding_for(self._compression)
+        settings = self._settings
+        own, deadline = _deadlines(settings.timeout)
+        self._deadline = deadline
+        encoding = self._encoding = channel._encoding_for(self._compression)
         method = self._method
         headers = channel._headers(method, deadline, self._metadata, encoding)
+        replay = None
+        if settings.retry_policy is not None or channel._balancer is not None:
+            state = CallRetryState(
+                settings.retry_policy, throttle=channel._retry_throttle, pool=channel._retry_pool
+            )
+            state.start_attempt()
+            replay = Replay(state, self._open_next, transparent=channel._balancer is not None)
         channel._active += 1
         scope = None
         try:
@@ -1043,9 +1264,23 @@ class _CallOpener:
                     # Our own deadline expired while waiting for stream quota.
                     raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
             finally:
+                if replay is not None:
+                    replay.commit()
                 channel._call_ended()
             raise
-        return Call._create(channel, stream, method, self._serializer, self._deserializer, encoding)
+        call: Call[Any, Any] = Call._create(
+            channel,
+            stream,
+            method,
+            self._serializer,
+            self._deserializer,
+            encoding,
+            settings.max_send,
+            settings.max_receive,
+            replay,
+        )
+        self._call = call
+        return call
 
     async def _open_attempt(self, headers: Sequence[tuple[bytes, bytes]]) -> H2Stream:
         """Open the call's stream on a picked connection: one attempt, again (a
@@ -1056,10 +1291,10 @@ class _CallOpener:
         while True:
             conn = channel._pick_nowait()
             if conn is None:
-                conn = await channel._pick(self._wait_for_ready)
-            opener = self._opener = conn.open_stream(headers)
+                conn = await channel._pick(self._settings.wait_for_ready)
+            opener = conn.open_stream(headers)
             try:
-                return await opener.__aenter__()
+                stream = await opener.__aenter__()
             except _TRANSPORT_ERRORS as exc:
                 if (
                     channel._balancer is not None
@@ -1069,6 +1304,23 @@ class _CallOpener:
                     retries += 1
                     continue
                 raise RpcError(*_error_from_transport(exc)) from exc
+            self._opener = opener
+            return stream
+
+    async def _open_next(self, extra: list[tuple[str, str]] | None) -> H2Stream:
+        """The next attempt's stream (``Replay.open_next``): the attempt's stream is
+        left (reset if unfinished), a new one opened with ``extra`` metadata
+        (None: the last attempt's)."""
+        opener = self._opener
+        self._opener = None
+        if opener is not None:
+            with contextlib.suppress(*_TRANSPORT_ERRORS):  # it failed: why it is left
+                await opener.__aexit__(None, None, None)
+        if extra is not None:
+            self._extra = extra
+        metadata = [*Metadata(self._metadata), *self._extra]
+        headers = self._channel._headers(self._method, self._deadline, metadata, self._encoding)
+        return await self._open_attempt(headers)
 
     async def __aexit__(
         self,
@@ -1078,11 +1330,15 @@ class _CallOpener:
     ) -> bool:
         # Not a checkpoint: leaving never blocks (the stream's exit does not).
         opener = self._opener
-        assert opener is not None
         scope = self._scope
+        call = self._call
+        if call is not None and call._replay is not None:
+            call._replay.commit()  # gives the replay buffer's bytes back
         try:
             try:
-                await opener.__aexit__(exc_type, exc, tb)
+                if opener is not None:
+                    self._opener = None
+                    await opener.__aexit__(exc_type, exc, tb)
             except BaseException as inner:
                 if scope is None or not scope.__exit__(type(inner), inner, inner.__traceback__):
                     raise
@@ -1124,6 +1380,7 @@ class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
         wait_for_ready: bool | None = None,
+        credentials: CallCredentials | None = None,
     ) -> AbstractAsyncContextManager[Call[Req, Resp]]:
         """Start a call and give its :class:`Call` for the duration of the block.
 
@@ -1133,21 +1390,32 @@ class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
         channel's (None: no compression); ``wait_for_ready`` overrides the channel's
         (None: the service config's ``methodConfig.waitForReady``, else the
         channel's): True waits, inside the deadline, for a READY backend instead of
-        failing UNAVAILABLE while the channel is in TRANSIENT_FAILURE.
+        failing UNAVAILABLE while the channel is in TRANSIENT_FAILURE;
+        ``credentials`` (a call-credentials callable, as the channel's
+        ``call_credentials``) adds its metadata to this call, after the channel's.
+
+        Under the method config's ``retryPolicy``, and on a balanced channel for a
+        stream that never reached a handler, the call is sent again on a new stream
+        until response headers arrive, replaying the requests sent so far (within
+        the replay buffer's bounds; see ``docs/grpc.md``, "Service config and
+        retries"); the :class:`Call` given to the block stays the same.
 
         Checkpoint: entering (it may wait for stream quota). On cancellation, or
         leaving the block before the call ended: RST_STREAM(CANCEL).
 
         Raises (entering): RpcError(UNAVAILABLE) if the channel or connection is
-        closed or lost; ValueError for reserved or malformed metadata.
+        closed or lost; ValueError for reserved or malformed metadata. At once:
+        TypeError for a ``wait_for_ready`` that is not a bool or None, or
+        ``credentials`` that are not callable; ValueError for ``credentials`` on a
+        channel without TLS not opened with ``insecure_call_credentials=True``.
         """
         channel = self._channel
-        if channel._service_config is not None:  # methodConfig.timeout (no retries here)
-            configured = channel._service_config.method_config(self.method)
-            timeout = _config_timeout(timeout, configured.timeout)
-            if wait_for_ready is None:
-                wait_for_ready = configured.wait_for_ready
-        if channel._interceptors:
+        if wait_for_ready is not None:
+            check_bool(wait_for_ready, "wait_for_ready")
+        interceptors = channel._call_interceptors(credentials)
+        if interceptors:
+            # The interceptors wrap the whole call (every attempt below them), and
+            # see its own timeout: the method config's applies below them too.
             details = ClientCallDetails(self.method, self._kind, list(Metadata(metadata)), timeout)
             serializer, deserializer = self._serializer, self._deserializer
 
@@ -1162,7 +1430,7 @@ class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
                     wait_for_ready,
                 )
 
-            return intercepted_call(channel._interceptors, details, open_call)
+            return intercepted_call(interceptors, details, open_call)
         return channel._open(
             self.method,
             self._serializer,
@@ -1206,10 +1474,12 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
         wait_for_ready: bool | None = None,
+        credentials: CallCredentials | None = None,
     ) -> Resp:
-        """Send ``request``; return the response. ``wait_for_ready``: as for
-        ``open``. On a balanced channel a call whose stream never reached a
-        handler (GOAWAY, REFUSED_STREAM) is sent again, transparently.
+        """Send ``request``; return the response. ``wait_for_ready``,
+        ``credentials``: as for ``open``. On a balanced channel a call whose stream
+        never reached a handler (GOAWAY, REFUSED_STREAM) is sent again,
+        transparently; under a ``retryPolicy`` failed attempts are retried.
 
         Checkpoint: always. On cancellation: RST_STREAM(CANCEL).
 
@@ -1222,33 +1492,35 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         # receiving step). The cyclic collector's work grows with what calls in flight
         # keep (benchmarks/README.md, "Why W1's p99 misses").
         channel = self._channel
-        if channel._interceptors:
-            intercepted, _ = await self.with_call(
+        method = self.method
+        if channel._service_config is not None:
+            # Unpacked at once: the tuple is not kept while the call waits.
+            own_timeout, settled, retry_policy, send_limit, receive_limit = channel._call_settings(
+                method, timeout, wait_for_ready
+            )
+            ready: bool | None = settled
+        else:
+            own_timeout, retry_policy = timeout, None
+            send_limit = channel.max_send_message_size
+            receive_limit = channel.max_receive_message_size
+            if wait_for_ready is not None:
+                check_bool(wait_for_ready, "wait_for_ready")
+            ready = wait_for_ready
+        if channel._interceptors or credentials is not None or retry_policy is not None:
+            # The general path: interceptors around the whole call, attempts below.
+            general, _ = await self.with_call(
                 request,
                 timeout=timeout,
                 metadata=metadata,
                 compression=compression,
                 wait_for_ready=wait_for_ready,
+                credentials=credentials,
             )
-            return intercepted
+            return general
+        timeout, wait_for_ready = own_timeout, ready
         await trio.lowlevel.checkpoint_if_cancelled()
         if channel._closing:
             raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
-        method = self.method
-        if channel._service_config is not None:
-            config = channel._service_config.method_config(method)
-            timeout = _config_timeout(timeout, config.timeout)
-            if wait_for_ready is None:
-                wait_for_ready = config.wait_for_ready
-            if config.retry_policy is not None:
-                state = CallRetryState(
-                    config.retry_policy, throttle=channel._retry_throttle, pool=channel._retry_pool
-                )
-                attempt = unary_unary_attempt(
-                    self, request, metadata=metadata, compression=compression
-                )
-                retried: Resp = await run_with_retries(state, attempt, timeout=timeout)
-                return retried
         own, deadline = _deadlines(timeout)
         encoding = channel._encoding_for(compression)
         headers = channel._headers(method, deadline, metadata, encoding)
@@ -1281,7 +1553,14 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
                             continue
                         raise RpcError(*_error_from_transport(exc)) from exc
                     call: Call[Any, Any] = Call._create(
-                        channel, stream, method, self._serializer, self._deserializer, encoding
+                        channel,
+                        stream,
+                        method,
+                        self._serializer,
+                        self._deserializer,
+                        encoding,
+                        send_limit,
+                        receive_limit,
                     )
                     try:
                         await call._send(request, end=True)
@@ -1348,8 +1627,10 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
         wait_for_ready: bool | None = None,
+        credentials: CallCredentials | None = None,
     ) -> tuple[Resp, Call[Req, Resp]]:
-        """As calling it, and the ended :class:`Call` (its metadata and status).
+        """As calling it (retries included), and the ended :class:`Call` (its
+        metadata and status).
 
         Checkpoint: always. On cancellation: RST_STREAM(CANCEL).
         """
@@ -1358,6 +1639,7 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
             metadata=metadata,
             compression=compression,
             wait_for_ready=wait_for_ready,
+            credentials=credentials,
         ) as call:
             await call._send(request, end=True)
             response = await call.receive_response()
@@ -1377,41 +1659,36 @@ class UnaryStreamMethod(_Method[Req, Resp]):
         timeout: float | None = None,
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
+        wait_for_ready: bool | None = None,
+        credentials: CallCredentials | None = None,
     ) -> AbstractAsyncContextManager[Call[Req, Resp]]:
         """``async with method(request) as call: async for response in call: ...``.
+
+        The options are ``open``'s (retries included: an attempt that fails before
+        any response header is sent again while the block waits for its first
+        message or its headers).
 
         Checkpoint: entering. Leaving before the call ended cancels it. Awaiting it
         or iterating it without ``async with`` raises TypeError naming the fix.
         """
+        opened = self.open(
+            timeout=timeout,
+            metadata=metadata,
+            compression=compression,
+            wait_for_ready=wait_for_ready,
+            credentials=credentials,
+        )
         return AsyncWithOnly(
-            self._call(request, timeout, metadata, compression),
+            self._call(request, opened),
             "a unary_stream call",
             "async with method(request) as call:` and `async for response in call:",
         )
 
     @asynccontextmanager
     async def _call(
-        self,
-        request: Req,
-        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
-        metadata: MetadataLike,
-        compression: str | bool | None,
+        self, request: Req, opened: AbstractAsyncContextManager[Call[Req, Resp]]
     ) -> AsyncIterator[Call[Req, Resp]]:
-        channel = self._channel
-        if channel._service_config is not None:
-            config = channel._service_config.method_config(self.method)
-            if config.retry_policy is not None:
-                state = CallRetryState(
-                    config.retry_policy, throttle=channel._retry_throttle, pool=channel._retry_pool
-                )
-                opener = unary_stream_attempt(
-                    self, request, metadata=metadata, compression=compression
-                )
-                timeout = _config_timeout(timeout, config.timeout)
-                async with open_with_retries(state, opener, timeout=timeout) as retried:
-                    yield retried
-                return
-        async with self.open(timeout=timeout, metadata=metadata, compression=compression) as call:
+        async with opened as call:
             await call._send(request, end=True)
             yield call
 
@@ -1429,28 +1706,23 @@ class StreamUnaryMethod(_Method[Req, Resp]):
         timeout: float | None = None,  # noqa: ASYNC109 (sent as grpc-timeout)
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
+        wait_for_ready: bool | None = None,
+        credentials: CallCredentials | None = None,
     ) -> Resp:
         """Send every request of ``requests`` (an iterable or async iterable); return
         the response. The requests are sent by a second task while this one waits
-        for the response, so a server answering early ends the call.
+        for the response, so a server answering early ends the call. The options
+        are ``open``'s (retries replay the requests sent so far).
 
         Checkpoint: always. On cancellation: RST_STREAM(CANCEL).
         """
-        channel = self._channel
-        if channel._service_config is not None:
-            config = channel._service_config.method_config(self.method)
-            if config.retry_policy is not None:
-                state = CallRetryState(
-                    config.retry_policy, throttle=channel._retry_throttle, pool=channel._retry_pool
-                )
-                attempt = stream_unary_attempt(
-                    self, requests, metadata=metadata, compression=compression
-                )
-                timeout = _config_timeout(timeout, config.timeout)
-                retried: Resp = await run_with_retries(state, attempt, timeout=timeout)
-                return retried
         response, _ = await self.with_call(
-            requests, timeout=timeout, metadata=metadata, compression=compression
+            requests,
+            timeout=timeout,
+            metadata=metadata,
+            compression=compression,
+            wait_for_ready=wait_for_ready,
+            credentials=credentials,
         )
         return response
 
@@ -1461,13 +1733,21 @@ class StreamUnaryMethod(_Method[Req, Resp]):
         timeout: float | None = None,  # noqa: ASYNC109 (sent as grpc-timeout)
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
+        wait_for_ready: bool | None = None,
+        credentials: CallCredentials | None = None,
     ) -> tuple[Resp, Call[Req, Resp]]:
         """As calling it, and the ended :class:`Call`.
 
         Checkpoint: always. On cancellation: RST_STREAM(CANCEL).
         """
         async with (
-            self.open(timeout=timeout, metadata=metadata, compression=compression) as call,
+            self.open(
+                timeout=timeout,
+                metadata=metadata,
+                compression=compression,
+                wait_for_ready=wait_for_ready,
+                credentials=credentials,
+            ) as call,
             _unwrap_single(),
             trio.open_nursery() as nursery,
         ):
@@ -1490,18 +1770,29 @@ class StreamStreamMethod(_Method[Req, Resp]):
         timeout: float | None = None,
         metadata: MetadataLike = (),
         compression: str | bool | None = False,
+        wait_for_ready: bool | None = None,
+        credentials: CallCredentials | None = None,
     ) -> AbstractAsyncContextManager[Call[Req, Resp]]:
         """``async with method(requests) as call: async for response in call: ...``.
 
         ``requests`` (an iterable or async iterable) are sent by a second task
         while the block reads; without it, send with ``call.send_message`` and end
-        with ``call.done_writing()``. Leaving before the call ended cancels it.
+        with ``call.done_writing()``. Leaving before the call ended cancels it. The
+        options are ``open``'s (retries replay the requests sent so far, until
+        response headers arrive).
 
         Checkpoint: entering. Awaiting it or iterating it without ``async with``
         raises TypeError naming the fix.
         """
+        opened = self.open(
+            timeout=timeout,
+            metadata=metadata,
+            compression=compression,
+            wait_for_ready=wait_for_ready,
+            credentials=credentials,
+        )
         return AsyncWithOnly(
-            self._call(requests, timeout, metadata, compression),
+            self._call(requests, opened),
             "a stream_stream call",
             "async with method(requests) as call:` and `async for response in call:",
         )
@@ -1510,11 +1801,9 @@ class StreamStreamMethod(_Method[Req, Resp]):
     async def _call(
         self,
         requests: Iterable[Req] | AsyncIterable[Req] | None,
-        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
-        metadata: MetadataLike,
-        compression: str | bool | None,
+        opened: AbstractAsyncContextManager[Call[Req, Resp]],
     ) -> AsyncIterator[Call[Req, Resp]]:
-        async with self.open(timeout=timeout, metadata=metadata, compression=compression) as call:
+        async with opened as call:
             if requests is None:
                 yield call
                 return

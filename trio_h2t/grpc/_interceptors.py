@@ -25,7 +25,13 @@ user wrote. Before its ``yield`` it may change ``details.metadata`` (a list) and
 the call's exceptions (RpcError, cancellation) come out of the ``yield``.
 
 Call credentials (grpcio's ``metadata_call_credentials``) are a built-in client
-interceptor, the innermost: the user's interceptors see the call before they run.
+interceptor, the innermost: the user's interceptors see the call before they run;
+a call's own ``credentials=`` come after the channel's.
+
+The client chain wraps the whole call: a call that its method's retry policy, or
+a balanced channel's transparent retry, sends again on new streams (``_retrying.py``)
+goes through the interceptors once, as in grpcio and grpc-go, where retries happen
+below the interceptors.
 
 A channel or server without interceptors never enters this module on a call.
 """
@@ -193,16 +199,18 @@ CallCredentials: TypeAlias = Callable[
 ]
 
 
-def credentials_interceptor(credentials: CallCredentials, base_url: str) -> ClientInterceptor:
-    """The built-in interceptor that adds ``credentials``' metadata to each call.
+def credentials_interceptor(
+    credentials: CallCredentials, base_url: str, name: str = "call_credentials"
+) -> ClientInterceptor:
+    """The built-in interceptor that adds ``credentials``' metadata to each call
+    (the channel's ``call_credentials``, or one call's ``credentials``: ``name``).
 
     A credentials callable that raises ends the call with UNAVAILABLE carrying the
     error (as grpc does when a metadata plugin fails), no stream opened.
     """
     if not callable(credentials):
         raise TypeError(
-            "call_credentials is a callable (context) -> metadata, sync or async, "
-            f"not {credentials!r}"
+            f"{name} is a callable (context) -> metadata, sync or async, not {credentials!r}"
         )
 
     @asynccontextmanager

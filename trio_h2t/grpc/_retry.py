@@ -162,7 +162,12 @@ class RetryBufferPool:
 
 @final
 class CallRetryState:
-    """One call's retry bookkeeping (module docstring). Owner of every field: the call's task."""
+    """One call's retry bookkeeping (module docstring). Owner of every field: the call's task.
+
+    ``policy`` None: a call with no retry policy that may still be resent
+    transparently (its stream never reached a handler); it keeps its replay buffer
+    under the same bounds, and :meth:`on_failure` always says no.
+    """
 
     __slots__ = (
         "_buffered",
@@ -178,7 +183,7 @@ class CallRetryState:
 
     def __init__(
         self,
-        policy: RetryPolicy,
+        policy: RetryPolicy | None,
         *,
         throttle: RetryThrottle | None = None,
         pool: RetryBufferPool | None = None,
@@ -224,7 +229,7 @@ class CallRetryState:
 
     def on_success(self) -> None:
         """The call ended OK: refill the throttle a little and commit."""
-        if self._throttle is not None:
+        if self._throttle is not None and self.policy is not None:
             self._throttle.on_success()
         self.commit()
 
@@ -240,7 +245,7 @@ class CallRetryState:
         return delay
 
     def _decide(self, code: StatusCode, pushback: str | None) -> float | None:
-        if self.committed:
+        if self.committed or self.policy is None:
             return None
         pushed = parse_pushback(pushback)
         if pushed is False:

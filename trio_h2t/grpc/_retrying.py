@@ -1,281 +1,167 @@
-"""The retry loop: drives a call's attempts under a retry policy (gRFC A6).
+"""A call's replay buffer: what a call that may be sent again keeps (gRFC A6).
 
 Theory of operation
 -------------------
-:func:`run_with_retries` knows nothing of streams: it calls an *attempt* callable
-``attempt(metadata, timeout, state)`` once per attempt, with the extra metadata that
-attempt carries (``grpc-previous-rpc-attempts`` from the second on), the seconds left
-of the whole call's deadline (None without one), and the call's
-:class:`~trio_h2t.grpc._retry.CallRetryState`. The attempt returns the call's
-result, or raises :class:`RpcError`; it calls ``state.on_headers()`` when response
-headers (not trailers-only) arrive, which commits the call. After a failure the
-state (``_retry.py``) says whether and after what delay to try again; the loop sleeps
-that long and repeats. The deadline bounds the whole sequence, backoff sleeps
-included: when it passes, the call fails with DEADLINE_EXCEEDED. The final failure's
-details end with how many attempts were made (``"... (3 attempts)"``).
+A call is sent again, on a new stream, in two cases:
 
-:func:`unary_unary_attempt` is the attempt of a unary-unary call, built on the public
-:class:`Call` API, so that the channel's call path needs only to choose it when a
-method has a retry policy. (Where the channel picks a connection per attempt, it
-builds its own attempt callable the same way.)
+- a *policy retry*: its method's ``methodConfig.retryPolicy`` allows another
+  attempt after a failure (``_retry.py`` decides whether and after what delay);
+- a *transparent retry*: on a balanced channel, its stream never reached a handler
+  (REFUSED_STREAM, a stream above a GOAWAY's last stream id, a closing
+  connection), at most ``MAX_TRANSPARENT_RETRIES`` times, not counted as attempts
+  (grpc-go does the same; the attempt keeps its ``grpc-previous-rpc-attempts``).
+
+Either is possible only until the call *commits*: response headers arrived (any
+response that is not trailers-only; the first response message always comes after
+them), the call ended, or what it kept for replay passed the per-call or
+channel-wide bound (``CallRetryState.buffer``). A call that may be sent again
+carries a :class:`Replay` (a call that never may, on a single-connection channel
+without a retry policy, has none and pays nothing). The :class:`~trio_h2t.grpc.Call`
+keeps every request frame it sends in ``Replay.frames`` (and ``ended`` once it
+half-closed) until it commits; its receiving side, waiting for the response
+headers, is where the outcome of an attempt is known, so it is the receiver that
+decides, sleeps the backoff, opens the next attempt and replays the frames kept
+(``Call._attempt_headers``). While it does, ``switching`` is set: a sender waits on
+it before keeping and sending another frame, so frames go out in order. A send that
+fails on an attempt that may still be replaced is not an error: its frame is kept,
+and the receiver reports the call's status (or replays it). So client interceptors,
+which wrap the whole call, see one call whatever number of attempts it made.
+
+``tests/grpc_layer/test_retry.py`` and ``test_retry_streams.py`` show each case
+against real servers.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import final
 
 import trio
 
-from ._metadata import Metadata, MetadataLike
+import trio_h2t
+
+from ._metadata import Metadata
 from ._retry import PUSHBACK_HEADER, CallRetryState
 from ._status import RpcError, StatusCode
 
 __all__: list[str] = []  # private: the call path's helper
 
-T = TypeVar("T")
+#: Transparent retries of one call (a stream that never reached a handler) on a
+#: balanced channel, at most; then the call fails UNAVAILABLE.
+MAX_TRANSPARENT_RETRIES = 10
+_NEVER_PROCESSED = (
+    trio_h2t.StreamRefusedError,
+    trio_h2t.GoAwayError,
+    trio_h2t.ConnectionClosingError,
+)
 
-#: ``attempt(extra_metadata, timeout_left, state) -> result``.
-Attempt = Callable[[list[tuple[str, str]], float | None, CallRetryState], Awaitable[T]]
+
+def never_processed(exc: BaseException) -> bool:
+    """Whether ``exc`` (or the transport error an RpcError came from) says the
+    server never processed the stream: a transparent retry may resend it."""
+    if isinstance(exc, RpcError):
+        cause = exc.__cause__
+        if cause is None:
+            return False
+        exc = cause
+    return isinstance(exc, _NEVER_PROCESSED) and exc.retryable
 
 
-async def run_with_retries(
-    state: CallRetryState,
-    attempt: Attempt[T],
-    *,
-    timeout: float | None = None,  # noqa: ASYNC109 (bounds all attempts; sent as grpc-timeout)
-) -> T:
-    """Run ``attempt`` until it succeeds or ``state`` says no more; return its result.
+#: ``open_next(extra_metadata) -> stream``: leave the attempt's stream, open the next
+#: (``extra_metadata`` None: the same as the attempt it replaces, a transparent retry).
+OpenNext = Callable[[list[tuple[str, str]] | None], Awaitable[trio_h2t.H2Stream]]
 
-    ``timeout`` (seconds) bounds all attempts and the waits between them.
 
-    Checkpoint: always (each attempt does). On cancellation: the attempt in
-    progress is cancelled as it handles cancellation (RST_STREAM(CANCEL)); no
-    further attempt starts.
+@final
+class Replay:
+    """What one call keeps to send itself again (module docstring).
 
-    Raises:
-        RpcError: the last attempt's status, its details ending with the number of
-            attempts; DEADLINE_EXCEEDED when ``timeout`` passes.
+    Owner: the call's tasks (a sender and a receiver, one trio thread): ``frames``
+    and ``ended`` are appended to by the sender, read by the receiver while
+    ``switching`` is set (the sender waits meanwhile).
     """
-    deadline = math.inf if timeout is None else trio.current_time() + timeout
-    with trio.CancelScope(deadline=deadline) as scope:
-        while True:
-            extra = state.start_attempt()
-            left = None if timeout is None else max(deadline - trio.current_time(), 0.0)
-            try:
-                result = await attempt(extra, left, state)
-            except RpcError as exc:
-                pushback = exc.trailing_metadata.get(PUSHBACK_HEADER)
-                delay = state.on_failure(exc.code, pushback if isinstance(pushback, str) else None)
-                if delay is None:
-                    raise _counted(exc, state.attempts) from exc
-                await trio.sleep(delay)
-                continue
-            state.on_success()
-            return result
-    assert scope.cancelled_caught
-    state.commit()
-    raise RpcError(StatusCode.DEADLINE_EXCEEDED, f"Deadline Exceeded ({state.attempts} attempts)")
 
-
-def _counted(exc: RpcError, attempts: int) -> RpcError:
-    noun = "attempt" if attempts == 1 else "attempts"
-    details = f"{exc.details} ({attempts} {noun})" if exc.details else f"({attempts} {noun})"
-    return RpcError(
-        exc.code,
-        details,
-        trailing_metadata=exc.trailing_metadata,
-        initial_metadata=exc.initial_metadata,
-        status_details=exc.status_details,
+    __slots__ = (
+        "_backoff",
+        "ended",
+        "frames",
+        "open_next",
+        "state",
+        "switching",
+        "transparent_left",
     )
 
+    def __init__(self, state: CallRetryState, open_next: OpenNext, *, transparent: bool) -> None:
+        self.state = state  # immutable after init; its fields: the receiver's
+        self.open_next = open_next  # immutable after init
+        # owner: the receiver (counts down)
+        self.transparent_left = MAX_TRANSPARENT_RETRIES if transparent else 0
+        # shared: the sender appends (not while switching), the receiver replays
+        self.frames: list[bytes] = []
+        self.ended = False  # shared: set by the sender's half-close, read on replay
+        # owner: the receiver; set while it opens the next attempt and replays
+        self.switching: trio.Event | None = None
+        # owner: the receiver; the scope of its backoff sleep (commit() ends it)
+        self._backoff: trio.CancelScope | None = None
 
-def unary_unary_attempt(
-    method: Any,
-    request: Any,
-    *,
-    metadata: MetadataLike = (),
-    compression: str | bool | None = False,
-) -> Attempt[Any]:
-    """The attempt of a unary-unary call of ``method`` (a :class:`UnaryUnaryMethod`)."""
-    base = list(_pairs(metadata))
+    @property
+    def committed(self) -> bool:
+        """True once no other attempt can be made (nothing more is kept)."""
+        return self.state.committed
 
-    async def attempt(
-        extra: list[tuple[str, str]],
-        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
-        state: CallRetryState,
-    ) -> Any:
-        async with method.open(
-            timeout=timeout, metadata=base + extra, compression=compression
-        ) as call:
-            await call.send_message(request)
-            await call.done_writing()
-            await call.initial_metadata()
-            if call.code is None:  # headers, not trailers-only: the server answered
-                state.on_headers()
-            return await call.receive_response()
+    def keep(self, frame: bytes) -> None:
+        """Keep a request frame for replay; past the buffer's bounds the call commits."""
+        if self.state.committed:
+            return
+        if self.state.buffer(len(frame)):
+            self.frames.append(frame)
+        else:
+            self.frames.clear()
 
-    return attempt
+    def commit(self) -> None:
+        """No more attempts: drop the frames, give the buffer's bytes back, and end
+        a backoff in progress (``Call.cancel``)."""
+        self.state.commit()
+        self.frames.clear()
+        if self._backoff is not None:
+            self._backoff.cancel()
 
+    async def sleep(self, delay: float) -> None:
+        """Wait ``delay`` seconds before the next attempt, or until :meth:`commit`.
 
-def _pairs(metadata: MetadataLike) -> list[tuple[str, Any]]:
-    return list(Metadata(metadata))
-
-
-@asynccontextmanager
-async def open_with_retries(
-    state: CallRetryState,
-    open_attempt: Callable[[list[tuple[str, str]], float | None], AbstractAsyncContextManager[Any]],
-    *,
-    timeout: float | None = None,  # noqa: ASYNC109 (bounds all attempts; sent as grpc-timeout)
-) -> AsyncIterator[Any]:
-    """The call of a unary-stream method under a retry policy, retried until it commits.
-
-    ``open_attempt(extra_metadata, timeout_left)`` opens one attempt and sends its
-    request, giving its :class:`Call`. An attempt that fails before response headers
-    (trailers-only, or no response) is retried as :func:`run_with_retries` does; the
-    first attempt that gets headers, succeeds, or may not be retried is the call
-    given to the block (its status is read from it as without retries).
-
-    Checkpoint: entering (it waits for the response headers). On cancellation: as
-    the attempt in progress (RST_STREAM(CANCEL)); no further attempt starts.
-    """
-    deadline = math.inf if timeout is None else trio.current_time() + timeout
-    while True:
-        extra = state.start_attempt()
-        left = None if timeout is None else max(deadline - trio.current_time(), 0.0)
-        async with AsyncExitStack() as stack:
-            failure: RpcError | None = None
-            call = None
+        Checkpoint: always. On cancellation: nothing changes.
+        """
+        with trio.CancelScope(deadline=trio.current_time() + delay) as scope:
+            self._backoff = scope
             try:
-                call = await stack.enter_async_context(open_attempt(extra, left))
-                await call.initial_metadata()
-            except RpcError as exc:
-                failure = exc
-            if call is not None and failure is None and call.code is None:
-                state.on_headers()  # the server answered: committed
-                yield call
-                return
-            if failure is None and call is not None and call.code == StatusCode.OK:
-                state.on_success()
-                yield call
-                return
-            if failure is not None:
-                code, trailing = failure.code, failure.trailing_metadata
-            else:
-                assert call is not None
-                code, trailing = call.code, call.trailing_metadata
-            pushback = trailing.get(PUSHBACK_HEADER) if trailing is not None else None
-            delay = state.on_failure(code, pushback if isinstance(pushback, str) else None)
-            if delay is None:
-                if call is None:
-                    assert failure is not None
-                    raise _counted(failure, state.attempts) from failure
-                yield call  # the block reads the failure from the call
-                return
-        with trio.move_on_at(deadline) as scope:
-            await trio.sleep(delay)
-        if scope.cancelled_caught:
-            state.commit()
-            raise RpcError(
-                StatusCode.DEADLINE_EXCEEDED, f"Deadline Exceeded ({state.attempts} attempts)"
-            )
+                await trio.sleep_forever()
+            finally:
+                self._backoff = None
 
+    def succeeded(self) -> None:
+        """The call ended OK before any headers (trailers-only OK)."""
+        self.state.on_success()
+        self.frames.clear()
 
-def unary_stream_attempt(
-    method: Any,
-    request: Any,
-    *,
-    metadata: MetadataLike = (),
-    compression: str | bool | None = False,
-) -> Callable[[list[tuple[str, str]], float | None], AbstractAsyncContextManager[Any]]:
-    """The attempt opener of a unary-stream call of ``method`` (:func:`open_with_retries`)."""
-    base = _pairs(metadata)
+    def transparent(self, exc: BaseException) -> bool:
+        """Whether to resend after ``exc`` without counting an attempt (and count it)."""
+        if self.state.committed or self.transparent_left <= 0 or not never_processed(exc):
+            return False
+        self.transparent_left -= 1
+        return True
 
-    @asynccontextmanager
-    async def attempt(
-        extra: list[tuple[str, str]],
-        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
-    ) -> AsyncIterator[Any]:
-        async with method.open(
-            timeout=timeout, metadata=base + extra, compression=compression
-        ) as call:
-            await call.send_message(request)
-            await call.done_writing()
-            yield call
+    def retry_delay(self, code: StatusCode, trailing: Metadata | None) -> float | None:
+        """After a failed attempt: seconds to wait before the next, or None (committed)."""
+        pushback = None if trailing is None else trailing.get(PUSHBACK_HEADER)
+        delay = self.state.on_failure(code, pushback if isinstance(pushback, str) else None)
+        if delay is None:
+            self.frames.clear()
+        return delay
 
-    return attempt
-
-
-def stream_unary_attempt(
-    method: Any,
-    requests: Iterable[Any] | AsyncIterable[Any],
-    *,
-    metadata: MetadataLike = (),
-    compression: str | bool | None = False,
-) -> Attempt[Any]:
-    """The attempt of a stream-unary call of ``method``, with its replay buffer.
-
-    The requests are taken from ``requests`` once. Each one sent is also kept, its
-    serialized size counted by ``state.buffer``, so that a retry sends the kept ones
-    again and then goes on with the rest; once the buffer would pass its bounds the
-    call commits (no more retries) and nothing more is kept.
-    """
-    base = _pairs(metadata)
-    source = _as_async_iterator(requests)
-    kept: list[Any] = []
-    serialize = method._serializer
-
-    async def attempt(
-        extra: list[tuple[str, str]],
-        timeout: float | None,  # noqa: ASYNC109 (sent as grpc-timeout)
-        state: CallRetryState,
-    ) -> Any:
-        async with method.open(
-            timeout=timeout, metadata=base + extra, compression=compression
-        ) as call:
-
-            async def send_all() -> None:
-                # As the channel's own stream-unary path: a failed stream is
-                # reported by the receiver, which cancels this once it has the answer.
-                try:
-                    for request in kept:
-                        await call.send_message(request)
-                    async for request in source:
-                        if not state.committed:
-                            if state.buffer(len(serialize(request))):
-                                kept.append(request)
-                            else:
-                                kept.clear()
-                        await call.send_message(request)
-                    await call.done_writing()
-                except (RpcError, trio.ClosedResourceError, trio.BrokenResourceError):
-                    pass
-
-            failure: RpcError | None = None
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(send_all)
-                try:
-                    await call.initial_metadata()
-                    if call.code is None:
-                        state.on_headers()
-                    result = await call.receive_response()
-                except RpcError as exc:
-                    failure = exc
-                nursery.cancel_scope.cancel()
-            if failure is not None:
-                raise failure
-            return result
-
-    return attempt
-
-
-async def _as_async_iterator(requests: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
-    if isinstance(requests, AsyncIterable):
-        async for request in requests:
-            yield request
-    else:
-        for request in requests:
-            yield request
+    def final_details(self, details: str) -> str:
+        """A failed call's details, ending with its number of attempts under a policy."""
+        if self.state.policy is None:
+            return details
+        attempts = self.state.attempts
+        noun = "attempt" if attempts == 1 else "attempts"
+        return f"{details} ({attempts} {noun})" if details else f"({attempts} {noun})"
