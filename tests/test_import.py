@@ -52,6 +52,7 @@ SANS_IO = frozenset(
         "_outstream",
         "_pings",
         "_ratelimit",
+        "_shared",
         "_statistics",
         "_util",
         "_version",
@@ -63,7 +64,9 @@ SANS_IO = frozenset(
 #: it in the map when you add it.
 ALLOWED: dict[str, frozenset[str]] = {
     "_version": frozenset(),
-    "_util": frozenset(),
+    # Plain helpers shared with the gRPC layer and the commands (stdlib only).
+    "_shared": frozenset(),
+    "_util": frozenset({"_shared"}),
     "_flow": frozenset(),
     "_ratelimit": frozenset(),
     "_headers": frozenset(),
@@ -172,6 +175,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_linger",
             "_messages",
             "_reader",
+            "_shared",
             "_sniff",
             "_statistics",
             "_stream",
@@ -181,7 +185,16 @@ ALLOWED: dict[str, frozenset[str]] = {
     ),
     # ``check`` imports trio_h2t.testing's runner (and Hypothesis) only when it runs.
     "_cli": frozenset(
-        {"_client", "_config", "_headers", "_server", "_stream", "_workers", "testing._check"}
+        {
+            "_client",
+            "_config",
+            "_headers",
+            "_server",
+            "_shared",
+            "_stream",
+            "_workers",
+            "testing._check",
+        }
     ),
     "__init__": frozenset(
         {
@@ -201,6 +214,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "__main__": frozenset({"_cli"}),
     "testing.__init__": frozenset(
         {
+            "_shared",
             "_util",
             "testing._check",
             "testing._client_machine",

@@ -38,6 +38,7 @@ import trio
 
 import trio_h2t
 from trio_h2t import ClientConnection, H2Stream
+from trio_h2t._shared import unwrap_single as _unwrap_single
 
 from ._backoff import ConnectionBackoff
 from ._balancer import LB_POLICIES, Address, Balancer, ConnectivityState
@@ -629,16 +630,6 @@ def _deadlines(timeout: float | None) -> tuple[float, float]:
     if own <= now:
         raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded (timeout <= 0)")
     return own, min(own, trio.current_effective_deadline())
-
-
-@asynccontextmanager
-async def _unwrap_single() -> AsyncIterator[None]:
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from group.exceptions[0].__cause__
-        raise
 
 
 def _interceptors_of(
