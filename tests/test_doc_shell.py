@@ -62,6 +62,7 @@ PROTOC = "docs/grpc.md: python -m grpc_tools.protoc -I. --python_out=. --pyi_out
 INTEROP = "docs/grpc.md: python -m trio_h2t.interop.server --port 8080"
 BULK = "docs/security.md: .venv/bin/python benchmarks/bulk.py --size 64 --direction do"
 CHECK = "docs/testing.md: trio-h2t check http://127.0.0.1:8080/"
+PROTOC_NO_PATH = "docs/api-grpc.md: .venv/bin/python -m grpc_tools.protoc -I. --python_out=. --p"
 
 #: How each block runs (see the module doc).
 RUNS: dict[str, str] = {
@@ -73,6 +74,7 @@ RUNS: dict[str, str] = {
     INTEROP: "here: test_interop_block_runs",
     BULK: "here: test_bulk_block_runs",
     CHECK: "here: test_check_block_runs",
+    PROTOC_NO_PATH: "here: test_protoc_block_finds_the_plugin_without_the_venv_on_path",
 }
 
 BLOCKS = shell_blocks()
@@ -263,3 +265,26 @@ def test_check_block_runs(tmp_path: Path) -> None:
             )
             assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
             assert "no property broken" in result.stdout, result.stdout
+
+
+def test_protoc_block_finds_the_plugin_without_the_venv_on_path(tmp_path: Path) -> None:
+    """docs/api-grpc.md's protoc command, with ``PATH`` holding no venv (only the
+    system's ``/usr/bin:/bin``), generates the stubs of docs/grpc.md's hello.proto:
+    ``--plugin=`` names ``protoc-gen-trio_h2t`` in this venv's bin."""
+    proto = re.findall(r"^```proto\n(.*?)^```", (ROOT / "docs/grpc.md").read_text(), re.S | re.M)
+    (tmp_path / "hello.proto").write_text(next(p for p in proto if "service Greeter" in p))
+    command = BLOCKS[PROTOC_NO_PATH].replace("\\\n", " ").replace(".venv/bin/", BIN + "/")
+    plugin = Path(BIN) / "protoc-gen-trio_h2t"
+    assert plugin.exists(), f"{plugin}: the project is not installed in this venv"
+    result = subprocess.run(
+        shlex.split(command),
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    generated = (tmp_path / "hello_trio_h2t.py").read_text()
+    assert "class GreeterStub" in generated
