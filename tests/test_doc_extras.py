@@ -49,12 +49,14 @@ EXTRAS = [
 ]
 
 
-def import_without(module: str, hidden: str) -> str:
-    """What importing ``module`` prints with ``hidden`` missing (fresh interpreter)."""
+def import_without(module: str, hidden: str, *, path: Path | None = None) -> str:
+    """What importing ``module`` prints with ``hidden`` missing (fresh interpreter;
+    ``path`` first on ``sys.path`` if given)."""
+    search = str(ROOT) if path is None else f"{path}{os.pathsep}{ROOT}"
     result = subprocess.run(
         [sys.executable, "-c", BLOCKER, hidden, module],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": search},
         capture_output=True,
         text=True,
         timeout=60,
