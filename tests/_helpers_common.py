@@ -4,6 +4,12 @@
 - :func:`echo`: a handler answering 200 with the request body.
 - :func:`running`: a subprocess (a server) started, waited for until it prints a
   line, and stopped (SIGTERM, then SIGKILL) when the block ends, bounded in time.
+- :func:`read_to_eof`: a ``helpers.ScriptedPeer`` reads (and records) every frame
+  until the link closes.
+- :func:`write_certificate`: a test CA's certificate for 127.0.0.1 and its key,
+  written as PEM files (trustme).
+- :class:`FaultyStream`: a Stream whose ``send_all`` / ``receive_some`` raise the
+  exception a test chooses, once armed.
 """
 
 from __future__ import annotations
@@ -13,13 +19,19 @@ import selectors
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
 
 from trio_h2t import H2Stream
 
-__all__ = ["echo", "free_port", "running"]
+if TYPE_CHECKING:
+    from helpers import ScriptedPeer
+
+__all__ = ["FaultyStream", "echo", "free_port", "read_to_eof", "running", "write_certificate"]
 
 
 def free_port() -> int:
@@ -84,3 +96,65 @@ def running(
             proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+async def read_to_eof(peer: ScriptedPeer, *, answer: bool = False) -> None:
+    """Read until the link closes (``peer.frames`` records each frame), flushing the
+    peer's answers after each read if ``answer``; a broken or closed link ends it as
+    EOF does (``peer.eof`` is then True)."""
+    try:
+        while not peer.eof:
+            await peer.receive()
+            if answer and not peer.eof:
+                await peer.flush()
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        peer.eof = True
+
+
+def _broken(what: str) -> BaseException:
+    return trio.BrokenResourceError(f"{what} failed")
+
+
+class FaultyStream(trio.abc.Stream):
+    """A Stream over ``inner`` whose ``send_all`` / ``receive_some`` raise, once
+    ``fail_send`` / ``fail_receive`` is set, what ``error(what)`` makes (default:
+    BrokenResourceError; ``receive_some`` raises after its read)."""
+
+    def __init__(
+        self,
+        inner: trio.abc.Stream,
+        error: Callable[[str], BaseException] = _broken,
+    ) -> None:
+        self.inner = inner
+        self.error = error
+        self.fail_send = False
+        self.fail_receive = False
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self.fail_send:
+            raise self.error("send_all")
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        data = await self.inner.receive_some(max_bytes)
+        if self.fail_receive:
+            raise self.error("receive_some")
+        return data
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def write_certificate(folder: Path) -> tuple[Path, Path]:
+    """``(certfile, keyfile)``: a test CA's certificate for 127.0.0.1 and its private
+    key, PEM, written into ``folder``."""
+    import trustme
+
+    cert = trustme.CA().issue_cert("127.0.0.1")
+    certfile, keyfile = folder / "cert.pem", folder / "key.pem"
+    cert.private_key_pem.write_to_path(str(keyfile))
+    cert.cert_chain_pems[0].write_to_path(str(certfile))
+    return certfile, keyfile

@@ -45,6 +45,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _helpers_common import echo
 from trio.testing import assert_checkpoints, assert_no_checkpoints
 
 from trio_h2t import (
@@ -176,13 +177,6 @@ def probe(*names: str, claim: str) -> Callable[[Probe], Probe]:
         return fn
 
     return register
-
-
-async def echo(stream: H2Stream) -> None:
-    """Answer 200 with the request body."""
-    body = await stream.read_all()
-    await stream.send_headers(OK)
-    await stream.send_data(body, end_stream=True)
 
 
 @asynccontextmanager

@@ -34,8 +34,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import trustme
-from _helpers_common import free_port, running
+from _helpers_common import free_port, running, write_certificate
 
 ROOT = Path(__file__).resolve().parent.parent
 _SHELL = re.compile(r"^```(?:sh|bash|shell|console)\n(.*?)^```", re.S | re.M)
@@ -163,6 +162,16 @@ def test_readme_set_up_in_a_fresh_venv(tmp_path: Path) -> None:
     assert any(after[name] != before.get(name) for name in after), "no PNG was rewritten"
 
 
+def _run(command: list[str], *, cwd: Path = ROOT, timeout: float = 120) -> str:
+    """Run ``command`` (this venv first on PATH, this tree importable); it must exit 0;
+    its output."""
+    result = subprocess.run(
+        command, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
 def _env() -> dict[str, str]:
     return {
         **os.environ,
@@ -187,36 +196,18 @@ def test_interop_block_runs() -> None:
     server = shlex.split(command.replace("8080", port))
     with running(server, ready="listening", cwd=ROOT, env=_env()) as (_, line):
         assert line.strip() == promised.group(1).replace("8080", port)
-        result = subprocess.run(
-            shlex.split(client_line.replace("8080", port)),
-            cwd=ROOT,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"^\d+ passed, 0 failed$", result.stdout, re.M), result.stdout
-    assert re.search(r"^PASS \w+", result.stdout, re.M), result.stdout
+        out = _run(shlex.split(client_line.replace("8080", port)))
+    assert re.search(r"^\d+ passed, 0 failed$", out, re.M), out
+    assert re.search(r"^PASS \w+", out, re.M), out
 
 
 @pytest.mark.slow
 def test_bulk_block_runs() -> None:
     """docs/security.md's bulk.py command runs as written and prints a row per impl."""
     block = BLOCKS[BULK].replace(".venv/bin/python", sys.executable)
-    result = subprocess.run(
-        ["bash", "-c", block],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    out = _run(["bash", "-c", block], timeout=300)
     for size in ("4194304", "1048576", "262144", "65535"):
-        assert f"h2t:max_unread_bytes={size}" in result.stdout, result.stdout
+        assert f"h2t:max_unread_bytes={size}" in out, out
 
 
 #: The check lines run verbatim but for the port, and the third's budget: it is the
@@ -237,11 +228,7 @@ def test_check_block_runs(tmp_path: Path) -> None:
     source = (ROOT / "tests/test_check_cli.py").read_text()
     assert "def test_check_catches_a_broken_server(" in source
     assert '"--replay"' in source
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    certfile, keyfile = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert.private_key_pem.write_to_path(str(keyfile))
-    cert.cert_chain_pems[0].write_to_path(str(certfile))
+    certfile, keyfile = write_certificate(tmp_path)
     (tmp_path / "index.html").write_text("hi\n")
     plain, tls = str(free_port()), str(free_port())
     serve = [sys.executable, "-m", "trio_h2t", "serve", "--root", str(tmp_path)]
@@ -254,17 +241,8 @@ def test_check_block_runs(tmp_path: Path) -> None:
             command = line.partition("  #")[0].replace("8080", plain).replace("8443", tls)
             for old, new in CHECK_SUBSTITUTIONS.items():
                 command = command.replace(old, new)
-            result = subprocess.run(
-                shlex.split(command),
-                cwd=tmp_path,
-                env=_env(),
-                capture_output=True,
-                text=True,
-                timeout=300,
-                check=False,
-            )
-            assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
-            assert "no property broken" in result.stdout, result.stdout
+            out = _run(shlex.split(command), cwd=tmp_path, timeout=300)
+            assert "no property broken" in out, out
 
 
 def test_protoc_block_finds_the_plugin_without_the_venv_on_path(tmp_path: Path) -> None:
