@@ -59,6 +59,7 @@ the TCP server process. Print them with ``python -m pstats FILE`` or
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import math
@@ -69,17 +70,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-if not __package__:  # run as a script: import the parts from this directory's package
-    import importlib.util
-
-    _init = Path(__file__).resolve().with_name("__init__.py")
-    _spec = importlib.util.spec_from_file_location(
-        "benchmarks", _init, submodule_search_locations=[str(_init.parent)]
-    )
-    assert _spec is not None
-    assert _spec.loader is not None
-    sys.modules["benchmarks"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["benchmarks"])
+if not __package__:  # run as a script: benchmarks/_bootstrap.py registers the package
+    importlib.import_module("_bootstrap")
 
 import trio
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import logging
 import os
 import re
@@ -30,17 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-if not __package__:  # run as a script: import the parts from this directory's package
-    import importlib.util
-
-    _init = Path(__file__).resolve().with_name("__init__.py")
-    _spec = importlib.util.spec_from_file_location(
-        "benchmarks", _init, submodule_search_locations=[str(_init.parent)]
-    )
-    assert _spec is not None
-    assert _spec.loader is not None
-    sys.modules["benchmarks"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["benchmarks"])
+if not __package__:  # run as a script: benchmarks/_bootstrap.py registers the package
+    importlib.import_module("_bootstrap")
 
 import trio
 import trio.testing

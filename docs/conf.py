@@ -45,6 +45,8 @@ nitpick_ignore_regex = [
     ("py:.*", r"(collections\.abc|typing|ssl|os|pathlib|contextlib|trio|h2)(\..*)?"),
     # trio_h2t.testing's signatures name Hypothesis's and hyperframe's types.
     ("py:.*", r"(hypothesis|hyperframe|st)\..*"),
+    # trio_h2t.grpc.health's and .reflection's signatures name protobuf's types.
+    ("py:.*", r"(google\.protobuf|grpc\.health|grpc\.reflection|descriptor_pool)\..*"),
     ("py:.*", r"(bytes|bytearray|memoryview|str|int|float|bool|object|None)"),
     ("py:exc", r"[A-Z][A-Za-z]*(Error|Exception|Interrupt)"),  # builtin exceptions
 ]

@@ -49,6 +49,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "injects_faults: the test causes connection faults on purpose (see conftest.py)",
     )
+    config.addinivalue_line(
+        "markers",
+        "slow: a long test (a fresh venv, a benchmark, a long CLI run); scripts/run-tests"
+        " and so .ci/run run it too: deselect with -m 'not slow' for a quick local run",
+    )
 
 
 class _FaultRecords(logging.Handler):

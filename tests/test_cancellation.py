@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 import pytest
 import trio
 import trio.testing
+from _helpers_common import echo
 from helpers import REQUEST, RESPONSE_200, connected_pair
 
 from trio_h2t import (
@@ -136,12 +137,6 @@ class Gates:
         for event in self.events[key]:
             await trio.testing.wait_all_tasks_blocked()
             event.set()
-
-
-async def echo(stream: H2Stream) -> None:
-    body = await stream.read_all()
-    await stream.send_headers(RESPONSE_200)
-    await stream.send_data(body, end_stream=True)
 
 
 def make_handler(gates: Gates) -> Callable[[H2Stream], Awaitable[None]]:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import trustme
+from _helpers_common import free_port, write_certificate
 
 from trio_h2t._cli import main
 from trio_h2t.testing import PREFACE, PROPERTIES
@@ -28,13 +28,6 @@ from trio_h2t.testing import PREFACE, PROPERTIES
 ROOT = Path(__file__).resolve().parents[1]
 #: Seconds a server subprocess may take to start listening.
 START_LIMIT = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_listening(port: int, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -140,11 +133,7 @@ def test_check_tls_against_trio_h2t_serve_is_clean(
 ) -> None:
     """``trio-h2t check --tls`` against ``trio-h2t serve --certfile`` (h2 over TLS,
     ALPN, a test CA's certificate) breaks no property, every property run over TLS."""
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    certfile, keyfile = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert.private_key_pem.write_to_path(str(keyfile))
-    cert.cert_chain_pems[0].write_to_path(str(certfile))
+    certfile, keyfile = write_certificate(tmp_path)
     (tmp_path / "index.html").write_text("hi\n")
     port = free_port()
     args = [

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _helpers_common import FaultyStream, read_to_eof
 from h2.errors import ErrorCodes
 from helpers import RESPONSE_200, ScriptedPeer, h2t_tasks, pattern
 from hyperframe.frame import GoAwayFrame
@@ -244,15 +245,6 @@ async def open_victim(port: int, victims: list[int] | None = None) -> tuple[trio
         victims.append(local)
     await sock.connect(("127.0.0.1", port))
     return trio.SocketStream(sock), local
-
-
-async def read_to_eof(peer: ScriptedPeer) -> None:
-    """Record what ``peer`` receives until EOF (or a reset, which ends it as well)."""
-    try:
-        while not peer.eof:
-            await peer.receive()
-    except trio.BrokenResourceError:
-        peer.eof = True
 
 
 def boom(exc: BaseException) -> Callable[..., Any]:
@@ -543,30 +535,9 @@ async def test_serve_connection_returns_after_a_fault(
 ################################################################
 
 
-class FaultyStream(trio.abc.Stream):
-    """A Stream wrapper whose ``receive_some``/``send_all`` raise odd exceptions once armed."""
-
-    def __init__(self, inner: trio.abc.Stream) -> None:
-        self.inner = inner
-        self.fail_receive = False
-        self.fail_send = False
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        if self.fail_send:
-            raise KeyError("send_all fault")
-        await self.inner.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.inner.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        data = await self.inner.receive_some(max_bytes)
-        if self.fail_receive:
-            raise RuntimeError("receive_some fault")
-        return data
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+def _odd(what: str) -> BaseException:
+    """The odd exceptions the transport raises here: KeyError, RuntimeError."""
+    return KeyError("send_all fault") if what == "send_all" else RuntimeError("receive_some fault")
 
 
 class FaultyListener(trio.abc.Listener[trio.abc.Stream]):
@@ -577,7 +548,7 @@ class FaultyListener(trio.abc.Listener[trio.abc.Stream]):
         self.accepted: list[FaultyStream] = []
 
     async def accept(self) -> FaultyStream:
-        stream = FaultyStream(await self.inner.accept())
+        stream = FaultyStream(await self.inner.accept(), _odd)
         self.accepted.append(stream)
         return stream
 

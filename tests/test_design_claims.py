@@ -247,3 +247,72 @@ def test_the_h2_contract_page_names_every_pinned_internal_and_event() -> None:
         if not re.search(rf"`(?:[\w.]+\.)?{re.escape(name)}`", page)
     )
     assert not missing, f"not on docs/h2-contract.md: {missing}"
+
+
+def test_only_loopy_consumes_the_control_buffer() -> None:
+    """docs/controlbuf.md I5: "Only loopy calls ``get``, ``get_nowait`` and
+    ``discard_batch``" (and ``poll``, its non-blocking take): loopy's run and final
+    write, and ``run_loopy`` (loopy's task in the connection), each only; the buffer's
+    own methods call one another. (``timer.poll`` in ``_keepalive.py`` is the ping
+    timer's, another object.)"""
+    own = {"get", "get_nowait", "poll", "close_consumer"}
+    assert {s for s in _call_sites("get_nowait") if s[0] != "_controlbuf.py"} == set()
+    assert {s for s in _call_sites("discard_batch") if s[0] != "_controlbuf.py"} == {
+        ("_connection.py", "run_loopy"),
+        ("_loopy.py", "_final_write"),
+    }
+    assert {s for s in _call_sites("poll") if s[0] not in ("_controlbuf.py", "_keepalive.py")} == {
+        ("_loopy.py", "run")
+    }
+    inside = {s[1] for s in _call_sites("discard_batch") | _call_sites("get_nowait")}
+    assert {f for f in inside if f not in ("run_loopy", "_final_write")} <= own
+    awaited_gets = _awaited_calls("get")
+    assert awaited_gets == {("_loopy.py", "run")}, awaited_gets
+
+
+def _awaited_calls(method: str) -> set[tuple[str, str]]:
+    """``(module, enclosing function)`` for every ``await <expr>.method()``."""
+    sites: set[tuple[str, str]] = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "protos" in path.parts or "testing" in path.parts:
+            continue
+        module = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(func):
+                if (
+                    isinstance(node, ast.Await)
+                    and isinstance(node.value, ast.Call)
+                    and isinstance(node.value.func, ast.Attribute)
+                    and node.value.func.attr == method
+                    and not node.value.args
+                ):
+                    sites.add((module, func.name))
+    return sites
+
+
+def test_only_the_consumer_touches_the_batch() -> None:
+    """docs/controlbuf.md I6: "only it [the consumer] touches the batch": no module but
+    ``_controlbuf.py`` names the buffer's ``_batch``."""
+    outside = [
+        path.relative_to(PACKAGE).as_posix()
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "_controlbuf.py" and "._batch" in path.read_text(encoding="utf-8")
+    ]
+    assert outside == []
+
+
+def test_only_what_may_block_is_async_in_the_control_buffer() -> None:
+    """docs/controlbuf.md §5: "only what may block is ``async``": the control buffer's
+    async methods are ``get`` (the consumer parks) and ``wait_unthrottled`` (the
+    reader parks at the limit), and nothing else."""
+    import inspect
+
+    from trio_h2t._controlbuf import ControlBuffer
+
+    asyncs = {
+        name for name, value in vars(ControlBuffer).items() if inspect.iscoroutinefunction(value)
+    }
+    assert asyncs == {"get", "wait_unthrottled"}

@@ -137,3 +137,73 @@ def test_design_pages_draw_their_diagrams(site: Path) -> None:
     text = (site / "architecture.html").read_text(encoding="utf-8")
     assert text.count('class="graphviz') >= 2
     assert 'class="graphviz' in (site / "wakeups.html").read_text(encoding="utf-8")
+
+
+#: The public modules and their API pages (the reference's coverage, below).
+REFERENCE_MODULES = {
+    "trio_h2t": "api.html",
+    "trio_h2t.grpc": "api-grpc.html",
+    "trio_h2t.grpc.health": "api-grpc.html",
+    "trio_h2t.grpc.reflection": "api-grpc.html",
+    "trio_h2t.testing": "api-testing.html",
+}
+
+
+def reference_names(modules: dict[str, str] = REFERENCE_MODULES) -> dict[str, str]:
+    """``{dotted name: page}`` the reference must define: every name in each module's
+    ``__all__``, the public methods (inherited from trio_h2t's own bases too) of its
+    classes, and the members of its enums."""
+    import enum
+    import importlib
+    import inspect
+
+    names: dict[str, str] = {}
+    for module_name, page in modules.items():
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            if name.startswith("__"):
+                continue
+            full = f"{module_name}.{name}"
+            names[full] = page
+            obj = getattr(module, name)
+            if not inspect.isclass(obj) or not obj.__module__.startswith("trio_h2t"):
+                continue
+            if issubclass(obj, enum.Enum):
+                names.update({f"{full}.{member.name}": page for member in obj})
+                continue
+            for klass in obj.__mro__:
+                if not klass.__module__.startswith("trio_h2t"):
+                    continue
+                for attr, value in vars(klass).items():
+                    if attr.startswith("_") or not inspect.isfunction(value):
+                        continue
+                    if value.__doc__ is None or issubclass(obj, BaseException):
+                        continue  # autodoc lists documented methods (and errors' own docs)
+                    if any(a.startswith("hypothesis_stateful") for a in vars(value)):
+                        continue  # a state machine's rules: Hypothesis calls them, not you
+                    names[f"{full}.{attr}"] = page
+    return names
+
+
+def missing_from_reference(site: Path, names: dict[str, str]) -> list[str]:
+    """The names without an entry (an ``id``) on their page of the built site."""
+    ids: dict[str, set[str]] = {}
+    for page in set(names.values()):
+        ids[page] = _parse(site / page).ids
+    return sorted(name for name, page in names.items() if name not in ids[page])
+
+
+def test_every_public_name_is_in_the_reference(site: Path) -> None:
+    """Each public name, method (``.open()`` of the gRPC methods included), enum member
+    (``StatusCode.NOT_FOUND``...) and the health and reflection modules' names has an
+    entry on its API page."""
+    names = reference_names()
+    for name in (
+        "trio_h2t.grpc.UnaryUnaryMethod.open",
+        "trio_h2t.grpc.StatusCode.NOT_FOUND",
+        "trio_h2t.grpc.health.HealthServicer",
+        "trio_h2t.H2Stream.receive_into",
+    ):
+        assert name in names, name
+    missing = missing_from_reference(site, names)
+    assert not missing, f"public names with no entry in the API reference: {missing}"

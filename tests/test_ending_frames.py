@@ -20,6 +20,7 @@ import h2.events
 import pytest
 import trio
 import trio.testing
+from _helpers_common import FaultyStream, read_to_eof as _read_all
 from h2.errors import ErrorCodes
 from helpers import REQUEST, RESPONSE_200, ScriptedPeer, UnlimitedH2Connection, clogged_pair
 from hyperframe.frame import (
@@ -85,43 +86,13 @@ def describe(frame: Frame) -> str:
 
 async def read_to_eof(peer: ScriptedPeer) -> list[str]:
     """Read (answering nothing) until the link closes; every frame received, then EOF."""
-    while not peer.eof:
-        try:
-            await peer.receive()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            break
+    await _read_all(peer)
     return [*map(describe, peer.frames), "EOF"]
 
 
 def after(wire: list[str], mark: str) -> list[str]:
     """The part of ``wire`` from the first frame equal to ``mark`` on."""
     return wire[wire.index(mark) :]
-
-
-class FaultyStream(trio.abc.Stream):
-    """A Stream whose ``send_all`` / ``receive_some`` raise BrokenResourceError once armed."""
-
-    def __init__(self, inner: trio.abc.Stream) -> None:
-        self.inner = inner
-        self.fail_send = False
-        self.fail_receive = False
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        if self.fail_send:
-            raise trio.BrokenResourceError("send_all failed")
-        await self.inner.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.inner.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        data = await self.inner.receive_some(max_bytes)
-        if self.fail_receive:
-            raise trio.BrokenResourceError("receive_some failed")
-        return data
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 @asynccontextmanager

@@ -9,6 +9,7 @@ import h2.events
 import pytest
 import trio
 import trio.testing
+from _helpers_common import read_to_eof as _read_to_eof
 from helpers import REQUEST, ScriptedPeer, clogged_pair, h2t_tasks, open_peer_server
 from hyperframe.frame import Frame, GoAwayFrame, HeadersFrame, RstStreamFrame
 
@@ -30,14 +31,6 @@ def _last(frames: list[Frame]) -> list[tuple[str, int, int]]:
         elif isinstance(f, RstStreamFrame):
             out.append(("RST_STREAM", f.stream_id, f.error_code))
     return out
-
-
-async def _read_to_eof(peer: ScriptedPeer) -> None:
-    while not peer.eof:
-        try:
-            await peer.receive()
-        except trio.BrokenResourceError:
-            return
 
 
 async def test_client_body_raises_sends_rst_then_goaway() -> None:

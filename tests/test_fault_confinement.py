@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _helpers_common import echo as _echo
 from h2.errors import ErrorCodes
 from helpers import REQUEST, RESPONSE_200, connected_pair
 from hypothesis import given, settings, strategies as st
@@ -50,12 +51,6 @@ async def _good_request(conn: ClientConnection) -> None:
     response = await conn.request("POST", "/good", body=b"hello")
     assert response.status == 200
     assert response.body == b"hello"
-
-
-async def _echo(stream: H2Stream) -> None:
-    body = await stream.read_all()
-    await stream.send_headers(RESPONSE_200)
-    await stream.send_data(body, end_stream=True)
 
 
 async def _reset_async(stream: H2Stream, code: Any) -> None:

@@ -52,6 +52,7 @@ SANS_IO = frozenset(
         "_outstream",
         "_pings",
         "_ratelimit",
+        "_shared",
         "_statistics",
         "_util",
         "_version",
@@ -63,7 +64,9 @@ SANS_IO = frozenset(
 #: it in the map when you add it.
 ALLOWED: dict[str, frozenset[str]] = {
     "_version": frozenset(),
-    "_util": frozenset(),
+    # Plain helpers shared with the gRPC layer and the commands (stdlib only).
+    "_shared": frozenset(),
+    "_util": frozenset({"_shared"}),
     "_flow": frozenset(),
     "_ratelimit": frozenset(),
     "_headers": frozenset(),
@@ -174,6 +177,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_linger",
             "_messages",
             "_reader",
+            "_shared",
             "_sniff",
             "_statistics",
             "_stream",
@@ -189,6 +193,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_headers",
             "_server",
             "_stopping",
+            "_shared",
             "_stream",
             "_workers",
             "testing._check",
@@ -212,6 +217,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "__main__": frozenset({"_cli"}),
     "testing.__init__": frozenset(
         {
+            "_shared",
             "_util",
             "testing._check",
             "testing._client_machine",

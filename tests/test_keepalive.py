@@ -17,6 +17,7 @@ import h2.events
 import pytest
 import trio
 import trio.testing
+from _helpers_common import read_to_eof
 from helpers import (
     REQUEST,
     RESPONSE_200,
@@ -70,10 +71,7 @@ async def _next_ping(peer: ScriptedPeer, *, answer: bool) -> float:
 
 async def _read_to_eof(peer: ScriptedPeer, *, answer: bool = True) -> float:
     """Read (answering, unless told not to) until the link closes; the time it did."""
-    while not peer.eof:
-        await peer.receive()
-        if answer and not peer.eof:
-            await peer.flush()
+    await read_to_eof(peer, answer=answer)
     return trio.current_time()
 
 

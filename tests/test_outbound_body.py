@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
+from _helpers_common import echo as _echo
 from helpers import connected_pair
 
 from trio_h2t import H2Stream
@@ -118,12 +119,6 @@ async def test_stream_view_send_eof_short_of_content_length_raises() -> None:
 
     with trio.fail_after(5):
         assert await _serve_one(handler) == (200, b"abcde", [])
-
-
-async def _echo(stream: H2Stream) -> None:
-    body = await stream.read_all()
-    await stream.send_headers([(b":status", b"200")])
-    await stream.send_data(body, end_stream=True)
 
 
 async def test_client_request_body_is_held_to_its_content_length() -> None:

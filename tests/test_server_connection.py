@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 import trustme
+from _helpers_common import echo
 
 import trio_h2t
 from trio_h2t import (
@@ -28,13 +29,6 @@ from trio_h2t import (
 )
 
 LIMIT = 10
-
-
-async def echo(stream: H2Stream) -> None:
-    """Answer 200 with the request body."""
-    body = await stream.read_all()
-    await stream.send_headers([(":status", "200")])
-    await stream.send_data(body, end_stream=True)
 
 
 @asynccontextmanager

@@ -79,6 +79,7 @@ from ._client import open_connection
 from ._config import RFC_MAX_FRAME_SIZE, RFC_MIN_FRAME_SIZE, TransportConfig
 from ._headers import CONNECTION_HEADERS, validate_to_send
 from ._server import serve_tcp
+from ._shared import only_exception
 from ._stopping import drain_on_signal
 from ._stream import H2Stream, HeaderList
 from ._workers import reserve_port, supervise
@@ -714,9 +715,7 @@ def _run(fn: Callable[[], Awaitable[T]]) -> T:
     try:
         return trio.run(fn)
     except BaseExceptionGroup as group:
-        leaf: BaseException = group
-        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
-            leaf = leaf.exceptions[0]
+        leaf = only_exception(group)
         if isinstance(leaf, (*_EXPECTED, KeyboardInterrupt)):
             raise leaf from leaf.__cause__
         raise

@@ -45,6 +45,7 @@ from ._linger import (
 )
 from ._messages import TLSInfo
 from ._reader import Reader
+from ._shared import only_exception as _only
 from ._sniff import sniff_preface
 from ._statistics import ConnectionStatistics, ServerStatistics
 from ._stream import H2Stream, HeaderList
@@ -566,15 +567,6 @@ async def _serve(
         await trio.aclose_forcefully(transport)
     if core.error is not None:
         log.debug("connection ended: %r", core.error)
-
-
-def _only(group: BaseExceptionGroup[Any]) -> BaseException:
-    """The one exception in ``group`` (however deeply nested), or ``group`` itself if
-    it holds several."""
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
 
 
 #: The server's lingering close, a module global so that tests can swap it

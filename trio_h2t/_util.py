@@ -7,12 +7,17 @@ import functools
 import math
 import os
 import ssl
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from types import TracebackType
-from typing import Any, NoReturn, ParamSpec, TypeVar, final
+from typing import Any, ParamSpec, TypeVar
 
 import trio
+
+from ._shared import (
+    AsyncWithOnly as AsyncWithOnly,
+    NoPublicConstructor as NoPublicConstructor,
+    unwrap_single as unwrap_single,
+)
 
 __all__ = [
     "ALPN_H2",
@@ -144,31 +149,6 @@ def check_ascii(name: str, value: object) -> None:
         raise ValueError(f"{name} must be ASCII, not {value!r}")
 
 
-@contextlib.asynccontextmanager
-async def unwrap_single() -> AsyncIterator[None]:
-    """Re-raise the only exception of an ExceptionGroup leaving the block, as itself.
-
-    A connection's nursery wraps the user's exception in an ExceptionGroup (strict
-    groups); when it is the only one, the user gets their own exception back.
-    """
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from group.exceptions[0].__cause__
-        raise
-
-
-class NoPublicConstructor(type):
-    """Metaclass: ``Cls(...)`` raises; the library builds instances with ``Cls._create``."""
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        raise TypeError(f"{cls.__module__}.{cls.__qualname__} has no public constructor")
-
-    def _create(cls: type[T], *args: Any, **kwargs: Any) -> T:
-        return super().__call__(*args, **kwargs)  # type: ignore[misc, no-any-return]
-
-
 def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:
     """Make public names report ``module_name`` as their module (as trio does)."""
     for name in namespace.get("__all__", ()):
@@ -176,61 +156,6 @@ def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:
         if getattr(obj, "__module__", "").startswith("trio_h2t."):
             with contextlib.suppress(AttributeError, TypeError):
                 obj.__module__ = module_name
-
-
-@final
-class AsyncWithOnly(AbstractAsyncContextManager[T]):
-    """An async context manager (``inner``) that names the fix when it is used as
-    something else: awaited, iterated, entered with ``with``, or read as the object
-    its block gives (``server = open_server(...)`` then ``server.port``).
-
-    Python's own errors there name ``_AsyncGeneratorContextManager`` and not what to
-    write. ``name`` says what was called, ``usage`` the statement to write. Entering
-    and leaving are ``inner``'s, unchanged (``__aenter__`` returns ``inner``'s
-    coroutine). The gRPC layer has its own copy (``grpc/_util.py``: it imports no
-    private transport module). Owner: the task that enters it.
-    """
-
-    __slots__ = ("_inner", "_name", "_usage")
-
-    def __init__(self, inner: AbstractAsyncContextManager[T], name: str, usage: str) -> None:
-        self._inner = inner  # immutable after init
-        self._name = name  # immutable after init
-        self._usage = usage  # immutable after init
-
-    def __aenter__(self) -> Coroutine[Any, Any, T]:
-        return self._inner.__aenter__()
-
-    def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> Coroutine[Any, Any, bool | None]:
-        return self._inner.__aexit__(exc_type, exc, tb)
-
-    def _misuse(self, what: str) -> TypeError:
-        return TypeError(
-            f"{self._name} {what}: it is an async context manager; write `{self._usage}`"
-        )
-
-    def __await__(self) -> NoReturn:
-        raise self._misuse("cannot be awaited")
-
-    def __aiter__(self) -> NoReturn:
-        raise self._misuse("cannot be iterated")
-
-    def __enter__(self) -> NoReturn:
-        raise self._misuse("needs `async with`, not `with`")
-
-    def __exit__(self, *args: object) -> None:
-        pass  # pragma: no cover - __enter__ never succeeds
-
-    def __getattr__(self, name: str) -> NoReturn:
-        raise AttributeError(
-            f"{self._name} has no attribute {name!r}: it is an async context manager;"
-            f" write `{self._usage}` and use the object it names"
-        )
 
 
 def async_with_only(

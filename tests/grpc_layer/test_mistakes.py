@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _helpers_common import free_port
 
 import trio_h2t
 from trio_h2t import grpc
@@ -36,13 +36,6 @@ async def grpc_pair(server: grpc.Server) -> AsyncIterator[grpc.Channel]:
             channel = grpc.Channel(conn)
             yield channel
             await channel.aclose()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # ---------------------------------------------------------------------- metadata

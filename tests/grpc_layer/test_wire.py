@@ -6,6 +6,7 @@ import ast
 import base64
 import gzip
 import pickle
+import sys
 import zlib
 from pathlib import Path
 
@@ -33,6 +34,23 @@ def _imports(path: Path) -> list[tuple[str, list[str], int]]:
     return found
 
 
+#: The one private transport module the gRPC layer may import, an explicit exception:
+#: ``trio_h2t/_shared.py`` holds plain helpers (``AsyncWithOnly``,
+#: ``NoPublicConstructor``, the exception-group unwrapping, the missing-extra message)
+#: written once for both layers; it imports only the standard library and holds no
+#: transport state (checked below), so the layer still sees no transport internals.
+SHARED = frozenset({"trio_h2t._shared"})
+
+
+def test_the_shared_module_is_dependency_free() -> None:
+    """trio_h2t/_shared.py imports only the standard library (no trio_h2t, no trio)."""
+    path = GRPC_DIR.parent / "_shared.py"
+    for module, _names, level in _imports(path):
+        assert level == 0, f"_shared.py: relative import {module}"
+        top = module.split(".")[0]
+        assert top in sys.stdlib_module_names, f"_shared.py imports {module}"
+
+
 def test_grpc_layer_imports_only_public_transport_names() -> None:
     """No module of trio_h2t/grpc imports a private trio_h2t module or name."""
     files = sorted(GRPC_DIR.glob("*.py"))
@@ -42,6 +60,8 @@ def test_grpc_layer_imports_only_public_transport_names() -> None:
             if level == 1:
                 continue  # the gRPC layer's own modules (from ._x import ...)
             assert level == 0, f"{path.name}: relative import beyond trio_h2t.grpc"
+            if module in SHARED:
+                continue  # the one allowed private module: see SHARED
             if module == "trio_h2t" or module.startswith("trio_h2t."):
                 parts = module.split(".")
                 assert not any(p.startswith("_") for p in parts), f"{path.name}: {module}"

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from interop.conftest import PROC_TIMEOUT, _read_first_line, die_with_parent, free_port, stop
+from _helpers_common import free_port
+from interop.conftest import PROC_TIMEOUT, _read_first_line, die_with_parent, stop
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOC = ROOT / "docs" / "grpc.md"

@@ -52,6 +52,7 @@ import trio
 
 import trio_h2t
 from trio_h2t import ClientConnection, H2Stream
+from trio_h2t._shared import unwrap_single as _unwrap_single
 
 from ._backoff import ConnectionBackoff
 from ._balancer import LB_POLICIES, Address, Balancer, ConnectivityState
@@ -794,16 +795,6 @@ def _smaller(limit: int | None, configured: int | None) -> int | None:
     if configured is None:
         return limit
     return configured if limit is None else min(limit, configured)
-
-
-@asynccontextmanager
-async def _unwrap_single() -> AsyncIterator[None]:
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from group.exceptions[0].__cause__
-        raise
 
 
 def _interceptors_of(

@@ -43,6 +43,7 @@ import trio
 
 import trio_h2t
 from trio_h2t import H2Stream
+from trio_h2t._shared import only_exception as _unwrap
 
 from ._codec import Deserializer, Serializer, identity_deserializer, identity_serializer
 from ._framing import (
@@ -267,12 +268,6 @@ def _peer_string(peer: tuple[str, int] | None) -> str:
         return "unknown"
     host, port = peer
     return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
-
-
-def _unwrap(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
 
 
 @final

@@ -1,26 +1,15 @@
-"""Small helpers of the gRPC layer (its own: it imports no private transport module)."""
+"""Small helpers of the gRPC layer. ``AsyncWithOnly`` and ``NoPublicConstructor`` are
+``trio_h2t/_shared.py``'s (the one private transport module the layer may import:
+dependency-free, no transport state)."""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
-from contextlib import AbstractAsyncContextManager
-from types import TracebackType
-from typing import Any, NoReturn, TypeVar, final
+from trio_h2t._shared import (
+    AsyncWithOnly as AsyncWithOnly,
+    NoPublicConstructor as NoPublicConstructor,
+)
 
 __all__ = ["AsyncWithOnly", "NoPublicConstructor", "check_bool", "check_size"]
-
-T = TypeVar("T")
-
-
-class NoPublicConstructor(type):
-    """Metaclass: ``Cls(...)`` raises; the library builds instances with ``Cls._create``
-    (as trio's, and ``trio_h2t``'s own, for objects only a factory may make)."""
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        raise TypeError(f"{cls.__module__}.{cls.__qualname__} has no public constructor")
-
-    def _create(cls: type[T], *args: Any, **kwargs: Any) -> T:
-        return super().__call__(*args, **kwargs)  # type: ignore[misc, no-any-return]
 
 
 def check_size(value: object, name: str) -> int | None:
@@ -43,58 +32,3 @@ def check_bool(value: object, name: str) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
     return value
-
-
-@final
-class AsyncWithOnly(AbstractAsyncContextManager[T]):
-    """An async context manager (``inner``) that names the fix when it is used as
-    something else: awaited, iterated, entered with ``with``, or read as the object
-    its block gives (``channel = grpc.open_channel(...)`` then ``channel.unary_unary``).
-
-    Python's own errors there name ``_AsyncGeneratorContextManager`` and not what to
-    write. ``name`` says what was called (``grpc.open_channel(...)``), ``usage`` the
-    statement to write (``async with grpc.open_channel(host, port) as channel:``).
-    Entering and leaving are ``inner``'s, unchanged (no coroutine of its own:
-    ``__aenter__`` returns ``inner``'s). Owner: the task that enters it.
-    """
-
-    __slots__ = ("_inner", "_name", "_usage")
-
-    def __init__(self, inner: AbstractAsyncContextManager[T], name: str, usage: str) -> None:
-        self._inner = inner  # immutable after init
-        self._name = name  # immutable after init
-        self._usage = usage  # immutable after init
-
-    def __aenter__(self) -> Coroutine[Any, Any, T]:
-        return self._inner.__aenter__()
-
-    def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> Coroutine[Any, Any, bool | None]:
-        return self._inner.__aexit__(exc_type, exc, tb)
-
-    def _misuse(self, what: str) -> TypeError:
-        return TypeError(
-            f"{self._name} {what}: it is an async context manager; write `{self._usage}`"
-        )
-
-    def __await__(self) -> NoReturn:
-        raise self._misuse("cannot be awaited")
-
-    def __aiter__(self) -> NoReturn:
-        raise self._misuse("cannot be iterated")
-
-    def __enter__(self) -> NoReturn:
-        raise self._misuse("needs `async with`, not `with`")
-
-    def __exit__(self, *args: object) -> None:
-        pass  # pragma: no cover - __enter__ never succeeds
-
-    def __getattr__(self, name: str) -> NoReturn:
-        raise AttributeError(
-            f"{self._name} has no attribute {name!r}: it is an async context manager;"
-            f" write `{self._usage}` and use the object it names"
-        )

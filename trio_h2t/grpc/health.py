@@ -28,6 +28,9 @@ from typing import final
 import trio
 
 from trio_h2t import grpc
+from trio_h2t._shared import require_extra
+
+require_extra("google.protobuf", extra="grpc", needed_by="trio_h2t.grpc.health")
 
 from .protos import health_pb2
 

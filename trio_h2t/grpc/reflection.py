@@ -36,6 +36,10 @@ from contextlib import AbstractAsyncContextManager
 from types import ModuleType
 from typing import Any, final
 
+from trio_h2t._shared import require_extra
+
+require_extra("google.protobuf", extra="grpc", needed_by="trio_h2t.grpc.reflection")
+
 from google.protobuf import descriptor, descriptor_pool
 
 from trio_h2t import grpc

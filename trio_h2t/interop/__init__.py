@@ -14,16 +14,13 @@
 - ``protos/``: the ``.proto`` files and their generated ``_pb2`` modules (shipped;
   regenerate with ``scripts/gen_interop_protos.py``). Needs ``protobuf``.
 
-Only trio_h2t's and trio_h2t.grpc's public names are used.
+Only trio_h2t's and trio_h2t.grpc's public names are used, and trio_h2t/_shared.py's
+plain helpers (the missing-extra message; the commands' exits unwrap a nursery's
+groups of one with its ``only_exception``).
 """
 
+from trio_h2t._shared import require_extra
+
+require_extra("google.protobuf", extra="interop", needed_by="trio_h2t.interop")
+
 __all__: list[str] = []  # the modules are the API: server.py, client.py
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """``exc`` out of the nursery groups that wrap it one level each (trio's strict
-    groups), for the commands' exits: a KeyboardInterrupt or a refused connect in a
-    group of one is still that, and is reported as one line, not a traceback."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc

@@ -23,8 +23,8 @@ import trio
 
 import trio_h2t
 from trio_h2t import grpc
+from trio_h2t._shared import only_exception as _leaf
 
-from . import _leaf
 from .protos import empty_pb2, messages_pb2
 
 __all__ = ["CASES", "main", "run_cases"]

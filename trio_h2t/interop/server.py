@@ -46,9 +46,9 @@ import trio
 
 import trio_h2t
 from trio_h2t import grpc
+from trio_h2t._shared import only_exception as _leaf
 from trio_h2t.grpc import reflection
 
-from . import _leaf
 from .protos import empty_pb2, messages_pb2, test_pb2
 
 __all__ = ["SERVICE", "TestService", "main", "serve"]

@@ -4,7 +4,10 @@ Needs Hypothesis (the ``testing`` extra: ``pip install trio_h2t[testing]``).
 See docs/testing.md.
 """
 
+from trio_h2t._shared import require_extra as _require_extra
 from trio_h2t._util import fixup_module_metadata as _fixup_module_metadata
+
+_require_extra("hypothesis", extra="testing", needed_by="trio_h2t.testing")
 
 # HTTP/2 frame sequences for fuzzing, and the properties of ``trio-h2t check``
 # (docs/testing.md, "trio-h2t check").
