@@ -819,6 +819,29 @@ async def _channel() -> None:
             await channel.aclose()  # already closed
 
 
+@probe("trio_h2t.grpc.Channel.wait_for_subchannel_change", claim="always")
+async def _subchannel_change() -> None:
+    with trio.fail_after(10):
+        async with (
+            open_server(grpc.Server([Svc()]), 0, host="127.0.0.1") as server,
+            grpc.open_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            assert await channel.unary_unary("/probe.Svc/Unary")(b"x") == b"x"
+            changed = trio.Event()
+
+            async def wait() -> None:
+                with assert_checkpoints():
+                    await channel.wait_for_subchannel_change()
+                changed.set()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(wait)
+                await trio.testing.wait_all_tasks_blocked()
+                assert not changed.is_set()
+                await server.aclose()  # its GOAWAY changes the subchannel
+            assert changed.is_set()
+
+
 @probe("trio_h2t.grpc.open_channel", claim="entering and leaving")
 async def _open_channel() -> None:
     with trio.fail_after(10):
