@@ -59,7 +59,7 @@ if not __package__:  # run as a script: import the parts from this directory's p
 import trio
 
 import trio_h2t
-from benchmarks.stats import bootstrap_ratio, median
+from benchmarks.stats import StepCounter, bootstrap_ratio, median
 from trio_h2t import grpc
 
 SCRIPT = Path(__file__).resolve()
@@ -157,27 +157,58 @@ async def client(args: argparse.Namespace) -> None:
                 nursery.start_soon(worker, calls[i % len(calls)])
             await trio.sleep(args.warmup)
             profile = cProfile.Profile() if args.profile else None
-            cpu0, wall0, writes0 = time.process_time(), time.perf_counter(), writes()
+            steps = StepCounter() if args.steps else None
+            times0, wall0, writes0 = os.times(), time.perf_counter(), writes()
             counting[0] = True
             if profile is not None:
                 profile.enable()
+            if steps is not None:
+                trio.lowlevel.add_instrument(steps)
             await trio.sleep(args.duration)
+            if steps is not None:
+                trio.lowlevel.remove_instrument(steps)
             if profile is not None:
                 profile.disable()
             counting[0] = False
-            cpu1, wall1, writes1 = time.process_time(), time.perf_counter(), writes()
+            times1, wall1, writes1 = os.times(), time.perf_counter(), writes()
             stop[0] = True
     if profile is not None:
         profile.dump_stats(args.profile)
-    figures = {"calls": counted[0], "cpu": cpu1 - cpu0, "wall": wall1 - wall0, "errors": errors[0]}
+    user, system = times1.user - times0.user, times1.system - times0.system
+    figures = {"calls": counted[0], "cpu": user + system, "user": user, "system": system}
+    figures |= {"wall": wall1 - wall0, "errors": errors[0]}
     figures |= {"writes": writes1 - writes0, "connections": len(conns)}
+    if steps is not None:
+        figures |= {"steps": steps.steps, "io_waits": steps.io_waits}
     print(json.dumps(figures), flush=True)
 
 
 # ---------------------------------------------------------------- runner
 
 
-def start_backends(n: int, concurrency: int, err: Any) -> list[tuple[subprocess.Popen[str], int]]:
+def _pinned(cpus: set[int] | None) -> Any:
+    """A ``preexec_fn`` that pins the child to ``cpus`` (None: no pinning)."""
+    if cpus is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def cpu_sets(pin: bool) -> tuple[set[int] | None, set[int] | None]:
+    """The client's and the backends' CPUs: with ``pin`` and two CPUs or more, the
+    client alone on the first one and the backends on the others, so that the
+    backends (one busy in ``single``, three in ``round_robin``) never share the
+    client's CPU; else no pinning."""
+    if not pin or not hasattr(os, "sched_getaffinity"):
+        return None, None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None, None
+    return {cpus[0]}, set(cpus[1:])
+
+
+def start_backends(
+    n: int, concurrency: int, err: Any, cpus: set[int] | None = None
+) -> list[tuple[subprocess.Popen[str], int]]:
     """``n`` backend processes and their ports (stop them with :func:`stop_backends`)."""
     started: list[tuple[subprocess.Popen[str], int]] = []
     try:
@@ -189,6 +220,7 @@ def start_backends(n: int, concurrency: int, err: Any) -> list[tuple[subprocess.
                 stderr=err,
                 text=True,
                 env=_env(),
+                preexec_fn=_pinned(cpus),
             )
             assert proc.stdout is not None
             line = proc.stdout.readline().split()
@@ -217,7 +249,11 @@ def stop_backends(backends: list[tuple[subprocess.Popen[str], int]]) -> None:
 
 
 def one_run(
-    mode: str, ports: list[int], args: argparse.Namespace, round_: int = 0
+    mode: str,
+    ports: list[int],
+    args: argparse.Namespace,
+    round_: int = 0,
+    cpus: set[int] | None = None,
 ) -> dict[str, Any]:
     """One client process in ``mode``; its window's figures."""
     cmd = [sys.executable, str(SCRIPT), "client", "--mode", mode]
@@ -226,6 +262,8 @@ def one_run(
     cmd += ["--duration", str(args.duration)]
     if args.profile:
         cmd += ["--profile", str(Path(args.profile) / f"{mode}-{round_}.pstats")]
+    if args.steps:
+        cmd += ["--steps"]
     done = subprocess.run(
         cmd,
         capture_output=True,
@@ -233,6 +271,7 @@ def one_run(
         env=_env(),
         timeout=PROCESS_TIMEOUT + args.warmup + args.duration,
         check=False,
+        preexec_fn=_pinned(cpus),
     )
     if done.returncode != 0:
         raise RuntimeError(f"the {mode} client exited {done.returncode}:\n{done.stderr}")
@@ -242,7 +281,21 @@ def one_run(
     figures["qps"] = calls / figures["wall"]
     figures["cpu_us"] = figures["cpu"] / calls * 1e6 if calls else math.nan
     figures["writes_per_call"] = figures["writes"] / calls if calls else math.nan
+    figures["user_us"] = figures["user"] / calls * 1e6 if calls else math.nan
+    figures["system_us"] = figures["system"] / calls * 1e6 if calls else math.nan
+    if "steps" in figures:
+        figures["steps_per_call"] = figures["steps"] / calls if calls else math.nan
+        figures["io_waits_per_call"] = figures["io_waits"] / calls if calls else math.nan
     return figures
+
+
+def _steps(result: dict[str, Any]) -> str:
+    if "steps_per_call" not in result:
+        return ""
+    return (
+        f"  {result['steps_per_call']:.2f} task steps/call"
+        f"  {result['io_waits_per_call']:.3f} I/O waits/call"
+    )
 
 
 def loadavg() -> str:
@@ -277,20 +330,26 @@ def run(args: argparse.Namespace) -> int:
     load_start = loadavg()
     print(f"load average at start: {load_start}; {os.cpu_count()} CPUs", flush=True)
     results: list[dict[str, Any]] = []
+    client_cpus, backend_cpus = cpu_sets(args.pin)
+    if client_cpus is not None:
+        print(
+            f"client pinned to CPU {sorted(client_cpus)}, backends to {sorted(backend_cpus or ())}"
+        )
     with tempfile.TemporaryFile("w+") as err:
-        backends = start_backends(BACKENDS, args.concurrency, err)
+        backends = start_backends(BACKENDS, args.concurrency, err, backend_cpus)
         ports = [port for _, port in backends]
         try:
             for round_ in range(args.rounds):
                 modes = ("single", *args.only) if args.only else (*MODES, *args.also)
                 order = modes if round_ % 2 == 0 else modes[::-1]
                 for mode in order:
-                    result = one_run(mode, ports, args, round_) | {"round": round_}
+                    result = one_run(mode, ports, args, round_, client_cpus) | {"round": round_}
                     results.append(result)
                     print(
                         f"round {round_ + 1} {mode:<12} QPS {result['qps']:8.0f}  client"
-                        f" {result['cpu_us']:6.1f} µs/call  {result['writes_per_call']:.2f}"
-                        f" writes/call  errors {result['errors']}",
+                        f" {result['cpu_us']:6.1f} µs/call (user {result['user_us']:.0f},"
+                        f" sys {result['system_us']:.0f})  {result['writes_per_call']:.2f}"
+                        f" writes/call{_steps(result)}  errors {result['errors']}",
                         flush=True,
                     )
         finally:
@@ -320,12 +379,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     cli.add_argument("--mode", choices=MODES + EXTRA_MODES, required=True)
     cli.add_argument("--ports", required=True)
     cli.add_argument("--profile", help="write the window's cProfile stats here")
+    cli.add_argument("--steps", action="store_true", help="count trio task steps")
     for p in (parser, cli):
         p.add_argument("--concurrency", type=int, default=32, help="calling tasks (32)")
         p.add_argument("--size", type=int, default=16, help="request and response bytes (16)")
         p.add_argument("--warmup", type=float, default=1.0, help="seconds (1)")
         p.add_argument("--duration", type=float, default=3.0, help="seconds measured (3)")
     parser.add_argument("--rounds", type=int, default=7, help="rounds of both modes (7)")
+    parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="count the client's trio task steps and I/O waits per call (an instrument:"
+        " it costs CPU per step)",
+    )
+    parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="do not pin the client to one CPU and the backends to the others",
+    )
     parser.add_argument(
         "--only",
         action="append",
