@@ -14,8 +14,12 @@ After ``--warmup`` seconds it reads its own process CPU time (``time.process_tim
 the backends' CPU is in other processes) and its connections' write counters
 (``statistics().loopy.send_alls``), and counts the calls that end in the next
 ``--duration`` seconds; it prints one JSON line (calls, CPU seconds, writes).
-``--also rr_one`` / ``--also three_single`` add the two modes that take a difference
-apart (``EXTRA_MODES``); ``--profile DIR`` runs each client's window under cProfile.
+The client is pinned to one CPU and the backends to the others (``--no-pin``: not),
+so that the backends, one busy in ``single`` and three in ``round_robin``, never
+share the client's CPU. For a diagnosis: ``--also rr_one`` / ``--also three_single``
+add the two modes that take a difference apart (``EXTRA_MODES``), ``--steps`` counts
+the client's trio task steps and I/O waits per call, ``--gc freeze|off`` changes the
+client's cyclic collector in the window, ``--profile DIR`` runs it under cProfile.
 
 A run is ``--rounds`` rounds; each round runs both modes, ``single`` first in odd
 rounds and ``round_robin`` first in even ones, so a drift of the machine lands on
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import math
 import os
@@ -133,9 +138,10 @@ async def client(args: argparse.Namespace) -> None:
         # Every connection the calls use (a round-robin channel's picks go round them).
         conns: list[trio_h2t.ClientConnection] = []
         for channel in channels:
-            for _ in range(BACKENDS):
-                if channel.connection not in conns:
-                    conns.append(channel.connection)
+            for _ in range(2 * BACKENDS):
+                conn = channel.connection  # a pick: round robin takes the next one
+                if conn not in conns:
+                    conns.append(conn)
 
         def writes() -> int:
             return sum(conn.statistics().loopy.send_alls for conn in conns)
@@ -156,6 +162,11 @@ async def client(args: argparse.Namespace) -> None:
             for i in range(args.concurrency):
                 nursery.start_soon(worker, calls[i % len(calls)])
             await trio.sleep(args.warmup)
+            if args.gc == "freeze":
+                gc.freeze()  # the warm-up's objects: no collection walks them again
+            elif args.gc == "off":
+                gc.disable()
+            gen2_0 = gc.get_stats()[2]["collections"]
             profile = cProfile.Profile() if args.profile else None
             steps = StepCounter() if args.steps else None
             times0, wall0, writes0 = os.times(), time.perf_counter(), writes()
@@ -180,6 +191,7 @@ async def client(args: argparse.Namespace) -> None:
     figures |= {"writes": writes1 - writes0, "connections": len(conns)}
     if steps is not None:
         figures |= {"steps": steps.steps, "io_waits": steps.io_waits}
+    figures["gen2_collections"] = gc.get_stats()[2]["collections"] - gen2_0
     print(json.dumps(figures), flush=True)
 
 
@@ -264,6 +276,7 @@ def one_run(
         cmd += ["--profile", str(Path(args.profile) / f"{mode}-{round_}.pstats")]
     if args.steps:
         cmd += ["--steps"]
+    cmd += ["--gc", args.gc]
     done = subprocess.run(
         cmd,
         capture_output=True,
@@ -380,6 +393,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     cli.add_argument("--ports", required=True)
     cli.add_argument("--profile", help="write the window's cProfile stats here")
     cli.add_argument("--steps", action="store_true", help="count trio task steps")
+    cli.add_argument("--gc", choices=("on", "freeze", "off"), default="on")
     for p in (parser, cli):
         p.add_argument("--concurrency", type=int, default=32, help="calling tasks (32)")
         p.add_argument("--size", type=int, default=16, help="request and response bytes (16)")
@@ -391,6 +405,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="count the client's trio task steps and I/O waits per call (an instrument:"
         " it costs CPU per step)",
+    )
+    parser.add_argument(
+        "--gc",
+        choices=("on", "freeze", "off"),
+        default="on",
+        help="the client's cyclic collector in the window: as Python sets it (on),"
+        " gc.freeze() after the warm-up, or disabled (a diagnosis)",
     )
     parser.add_argument(
         "--no-pin",
