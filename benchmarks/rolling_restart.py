@@ -310,8 +310,9 @@ async def rolling_restart(
     backends = [_Backend(i, _free_port(), folder, delay, grace) for i in range(1, BACKENDS + 1)]
     result = Result(duration=duration, concurrency=concurrency)
     try:
-        for b in backends:
-            await b.start()
+        async with trio.open_nursery() as starting:  # the first three start together
+            for b in backends:
+                starting.start_soon(b.start)
         target = "ipv4:" + ",".join(f"127.0.0.1:{b.port}" for b in backends)
         config = SERVICE_CONFIG if retries else {"loadBalancingConfig": [{"round_robin": {}}]}
         async with grpc.open_channel(
@@ -482,12 +483,22 @@ def main(argv: list[str] | None = None) -> int:
                 retries=args.retries,
             )
         )
+    return report(
+        result,
+        png=None if args.png is None else Path(args.png),
+        json_path=None if args.json is None else Path(args.json),
+    )
+
+
+def report(result: Result, *, png: Path | None = None, json_path: Path | None = None) -> int:
+    """Print the summary, write the PNG and the JSON figures if asked; the exit
+    status: 1 if any call failed, went missing, ran twice or got a wrong answer."""
     for line in result.summary():
         print(line)
-    if args.png:
-        plot(result, Path(args.png))
-        print(f"plot: {args.png}")
-    if args.json:
+    if png is not None:
+        plot(result, png)
+        print(f"plot: {png}")
+    if json_path is not None:
         figures = {
             "calls": result.calls,
             "failures": len(result.failures),
@@ -500,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
             "p50_ms_restarts": result.latency_ms(50, during_restarts=True),
             "p99_ms_restarts": result.latency_ms(99, during_restarts=True),
         }
-        Path(args.json).write_text(json.dumps(figures, indent=1))
+        json_path.write_text(json.dumps(figures, indent=1))
     bad = result.failures or result.duplicates or result.missing or result.unknown
     return 1 if bad or result.wrong_answers else 0
 
