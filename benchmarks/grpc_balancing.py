@@ -20,6 +20,9 @@ share the client's CPU. For a diagnosis: ``--also rr_one`` / ``--also three_sing
 add the two modes that take a difference apart (``EXTRA_MODES``), ``--steps`` counts
 the client's trio task steps and I/O waits per call, ``--gc freeze|off`` changes the
 client's cyclic collector in the window, ``--profile DIR`` runs it under cProfile.
+``--icount N`` counts the client's instructions per call under callgrind instead
+(``icount.py``'s way: runs of N and 3N calls, the difference per call), a figure the
+machine's load does not move (it is slow: minutes per mode on a loaded machine).
 
 A run is ``--rounds`` rounds; each round runs both modes, ``single`` first in odd
 rounds and ``round_robin`` first in even ones, so a drift of the machine lands on
@@ -41,6 +44,7 @@ import gc
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -158,6 +162,19 @@ async def client(args: argparse.Namespace) -> None:
                 if counting[0]:
                     counted[0] += 1
 
+        if args.calls:  # --icount's child: a fixed number of calls, no window
+            left = [args.calls]
+
+            async def counted_worker(call: grpc.UnaryUnaryMethod[bytes, bytes]) -> None:
+                while left[0] > 0:
+                    left[0] -= 1
+                    await call(request)
+
+            async with trio.open_nursery() as nursery:
+                for i in range(args.concurrency):
+                    nursery.start_soon(counted_worker, calls[i % len(calls)])
+            print(json.dumps({"calls": args.calls}), flush=True)
+            return
         async with trio.open_nursery() as nursery:
             for i in range(args.concurrency):
                 nursery.start_soon(worker, calls[i % len(calls)])
@@ -311,6 +328,49 @@ def _steps(result: dict[str, Any]) -> str:
     )
 
 
+def icount(mode: str, ports: list[int], args: argparse.Namespace, calls: int) -> int:
+    """Instructions of one client run of ``calls`` calls under callgrind (``icount.py``'s
+    way: hash seed fixed; the backends run outside valgrind)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        cmd += [sys.executable, str(SCRIPT), "client", "--mode", mode]
+        cmd += ["--ports", ",".join(map(str, ports)), "--concurrency", str(args.concurrency)]
+        cmd += ["--size", str(args.size), "--calls", str(calls)]
+        subprocess.run(
+            cmd,
+            check=True,
+            env=dict(_env(), PYTHONHASHSEED="0"),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=1800,
+        )
+        match = re.search(r"^summary: (\d+)", out.read_text(), re.M)
+        assert match, "no summary line in callgrind's output"
+        return int(match.group(1))
+
+
+def run_icount(args: argparse.Namespace) -> int:
+    """``--icount N``: client instructions per call of each mode, from runs of N and
+    3N calls under callgrind (the difference leaves out start-up and connecting)."""
+    modes = ("single", *args.only) if args.only else (*MODES, *args.also)
+    with tempfile.TemporaryFile("w+") as err:
+        backends = start_backends(BACKENDS, args.concurrency, err)
+        ports = [port for _, port in backends]
+        per_call: dict[str, float] = {}
+        try:
+            for mode in modes:
+                small = icount(mode, ports, args, args.icount)
+                large = icount(mode, ports, args, 3 * args.icount)
+                per_call[mode] = (large - small) / (2 * args.icount)
+                print(f"{mode:<14} {per_call[mode]:>12,.0f} instructions per call", flush=True)
+        finally:
+            stop_backends(backends)
+    for mode in modes[1:]:
+        print(f"  {mode} / single: {per_call[mode] / per_call['single']:.3f}")
+    return 0
+
+
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -394,6 +454,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     cli.add_argument("--profile", help="write the window's cProfile stats here")
     cli.add_argument("--steps", action="store_true", help="count trio task steps")
     cli.add_argument("--gc", choices=("on", "freeze", "off"), default="on")
+    cli.add_argument("--calls", type=int, default=0, help=argparse.SUPPRESS)
     for p in (parser, cli):
         p.add_argument("--concurrency", type=int, default=32, help="calling tasks (32)")
         p.add_argument("--size", type=int, default=16, help="request and response bytes (16)")
@@ -405,6 +466,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="count the client's trio task steps and I/O waits per call (an instrument:"
         " it costs CPU per step)",
+    )
+    parser.add_argument(
+        "--icount",
+        type=int,
+        metavar="N",
+        help="count the client's instructions per call under callgrind instead (runs of"
+        " N and 3N calls per mode; needs valgrind; slow)",
     )
     parser.add_argument(
         "--gc",
@@ -450,6 +518,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == "client":
         trio.run(client, args)
         return 0
+    if args.icount:
+        return run_icount(args)
     return run(args)
 
 
