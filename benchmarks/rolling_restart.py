@@ -25,8 +25,11 @@ answer must be its own id, and no call may fail. :func:`rolling_restart` returns
 command line for longer.
 
 Run: ``.venv/bin/python benchmarks/rolling_restart.py`` (30 s, 32 tasks),
-``--duration S``, ``--concurrency N``, ``--delay S``, ``--png FILE`` (latency over
-time, restarts shaded), ``--json FILE``.
+``--duration S``, ``--concurrency N``, ``--delay S``, ``--no-retries`` (no
+``retryPolicy``: transparent retries only), ``--png FILE`` (latency over time,
+restarts shaded), ``--json FILE``. It prints calls, failures, duplicates, missing
+ids, p50/p99 overall, during the restarts and between them, and each restart's
+timeline; it exits 1 if any call failed, went missing or ran twice.
 """
 
 from __future__ import annotations
