@@ -821,3 +821,30 @@ def test_micro_h2_budget_reports_each_piece_and_the_floors() -> None:
     assert all(value > 0 for value in figures.values()), proc.stdout
     assert "floor, client side" in proc.stdout
     assert "floor, server side" in proc.stdout
+
+
+def test_grpc_balancing_runs_both_channels_and_prints_the_ratio(tmp_path: Path) -> None:
+    """grpc_balancing.py runs the one-connection and the round-robin client against its
+    three backends, counts their calls and writes, and prints the CPU-per-call ratio."""
+    out = tmp_path / "balancing.json"
+    options = ["--rounds", "1", "--duration", "0.5", "--warmup", "0.3", "--json", str(out)]
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "grpc_balancing.py"), *options, "--steps"],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=PROC_TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = {r["mode"]: r for r in json.loads(out.read_text())["runs"]}
+    assert sorted(runs) == ["round_robin", "single"]
+    assert runs["single"]["connections"] == 1
+    assert runs["round_robin"]["connections"] == 3
+    for r in runs.values():
+        assert r["errors"] == 0
+        assert r["calls"] > 0
+        assert 0 < r["cpu_us"] < 100_000
+        assert r["writes_per_call"] > 0
+        assert r["steps_per_call"] > 1
+    assert "client CPU per call" in proc.stdout

@@ -401,3 +401,15 @@ def test_lookup_matches_reference(
             expected = float(entries.index(key))
             break
     assert config.method_config(f"/{service}/{method}").timeout == expected
+
+
+def test_method_config_of_an_unnamed_method_is_one_shared_empty_entry() -> None:
+    """Every call of a channel with a service config looks its method up: a method
+    the config does not name gets one shared empty entry, none built per call."""
+    policy_only = parse_service_config({"loadBalancingConfig": [{"round_robin": {}}]})
+    named = parse_service_config({"methodConfig": [{"name": [{"service": "a.B"}]}]})
+    empty = policy_only.method_config("/x.Y/Z")
+    assert empty == MethodConfig()
+    assert policy_only.method_config("/p.Q/R") is empty
+    assert named.method_config("/x.Y/Z") is empty
+    assert named.method_config("/a.B/C") is not empty

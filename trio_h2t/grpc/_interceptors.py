@@ -67,7 +67,8 @@ class ServerCallDetails:
 
     #: The method's path, ``/package.Service/Method``.
     method: str
-    #: The method's kind (``MethodKind.UNARY_UNARY``...).
+    #: The method's kind (``MethodKind.UNARY_UNARY``...); STREAM_STREAM for an
+    #: unknown method (its ``proceed()`` raises RpcError UNIMPLEMENTED).
     kind: MethodKind
     #: The call's context: ``set_trailing_metadata``, ``add_initial_metadata``, ``abort``.
     context: ServicerContext

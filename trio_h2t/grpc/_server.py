@@ -10,12 +10,12 @@ the response has ended before the client half-closed (grpc/grpc
 ``doc/PROTOCOL-HTTP2.md``: the server may end a call before the client is done).
 
 For each stream the server checks the request (POST, else HTTP 405; a gRPC
-content-type, else HTTP 415; a known method, else UNIMPLEMENTED; a well-formed
-``grpc-timeout`` and a supported ``grpc-encoding``), then runs the method's
-handler inside a cancel scope whose deadline is the ``grpc-timeout``
-(``H2Stream.move_on_at``, so the stream's ``cancel_reason`` says "deadline"):
-when it expires the handler is cancelled and the call ends with
-DEADLINE_EXCEEDED.
+content-type, else HTTP 415; a known method, else UNIMPLEMENTED, through the
+server's interceptors when it has some; a well-formed ``grpc-timeout`` and a
+supported ``grpc-encoding``), then runs the method's handler inside a cancel scope
+whose deadline is the ``grpc-timeout`` (``H2Stream.move_on_at``, so the stream's
+``cancel_reason`` says "deadline"): when it expires the handler is cancelled and
+the call ends with DEADLINE_EXCEEDED.
 
 The status goes in the trailers, or, when nothing was sent before it, in a
 trailers-only response (one HEADERS frame with END_STREAM). A handler that raises
@@ -935,10 +935,15 @@ class Server:
             self, stream, path, metadata, deadline, accept, serializer
         )
         if method is None:
-            await context._send_status(
-                StatusCode.UNIMPLEMENTED, self._unimplemented(path), NO_METADATA
-            )
-            return
+            if not self._interceptors:
+                await context._send_status(
+                    StatusCode.UNIMPLEMENTED, self._unimplemented(path), NO_METADATA
+                )
+                return
+            # As grpcio and grpc-go's unknown-service handler: the interceptors see
+            # the call (a logger logs it, an auth check may refuse it first); the
+            # "handler" inside them ends it UNIMPLEMENTED.
+            method = _unimplemented_handler(self._unimplemented(path))
         encoding = None if raw_encoding is None else raw_encoding.decode("utf-8", "surrogateescape")
         if encoding is not None and encoding != "identity" and encoding not in SUPPORTED_ENCODINGS:
             await context._send_status(
@@ -1020,6 +1025,17 @@ class Server:
             context._send_status_nowait(code, details, trailing)
         else:
             await context._send_status(code, details, trailing)
+
+
+def _unimplemented_handler(details: str) -> MethodHandler:
+    """The handler an unknown method runs inside the server's interceptors: it
+    ends the call UNIMPLEMENTED with ``details``, reading nothing. Its kind is
+    STREAM_STREAM, as grpc-go's unknown-service handler is a bidi stream."""
+
+    async def unimplemented(requests: object, context: ServicerContext) -> None:
+        raise RpcError(StatusCode.UNIMPLEMENTED, details)
+
+    return MethodHandler(MethodKind.STREAM_STREAM, unimplemented)
 
 
 def _returned_none(method: MethodHandler) -> None:

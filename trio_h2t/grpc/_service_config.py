@@ -119,13 +119,20 @@ class ServiceConfig:
         Lookup order (``doc/service_config.md``): the exact service and method, then
         the service's entry, then the default entry.
         """
-        service, _, name = method.lstrip("/").partition("/")
         configs = self.method_configs
+        if not configs:  # a config with no methodConfig (only a policy, say): every call
+            return _NO_METHOD_CONFIG
+        service, _, name = method.lstrip("/").partition("/")
         for key in ((service, name), (service, ""), ("", "")):
             found = configs.get(key)
             if found is not None:
                 return found
-        return MethodConfig()
+        return _NO_METHOD_CONFIG
+
+
+#: The entry of a method the config says nothing about (frozen, so one is shared:
+#: ``method_config`` runs on every call of a channel with a service config).
+_NO_METHOD_CONFIG = MethodConfig()
 
 
 def parse_service_config(config: str | Mapping[str, Any] | None) -> ServiceConfig:
