@@ -25,6 +25,7 @@ runs) selects every test, slow included.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -55,7 +56,8 @@ def shell_blocks(root: Path = ROOT) -> dict[str, str]:
 
 README_VENV = "README.md: python3 -m venv .venv && .venv/bin/pip install -q -e . && .v"
 README_DOCS = 'README.md: .venv/bin/pip install -q -e ".[docs]" && .venv/bin/python -m'
-PLOT = "docs/benchmarks.md: pip install -e '.[docs]'"
+PLOT = "docs/benchmarks.md: python benchmarks/plot_results.py"
+RECORD = "docs/benchmarks.md: pip install -e '.[bench]'"
 RUN_TESTS = "README.md: bash scripts/run-tests"
 PROTOC = "docs/grpc.md: python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. -"
 INTEROP = "docs/grpc.md: python -m trio_h2t.interop.server --port 8080"
@@ -68,6 +70,7 @@ RUNS: dict[str, str] = {
     README_VENV: "fresh-venv",
     README_DOCS: "fresh-venv",
     PLOT: "fresh-venv",
+    RECORD: "here: test_record_block_runs",
     RUN_TESTS: "ci",
     PROTOC: "by tests/grpc_layer/test_doc_tutorial.py::test_tutorial_generates_and_runs",
     INTEROP: "here: test_interop_block_runs",
@@ -160,6 +163,25 @@ def test_readme_set_up_in_a_fresh_venv(tmp_path: Path) -> None:
     after = {p.name: p.stat().st_mtime_ns for p in images.glob("*.png")}
     assert after, "the plot command wrote no PNG"
     assert any(after[name] != before.get(name) for name in after), "no PNG was rewritten"
+
+
+@pytest.mark.slow
+def test_record_block_runs(tmp_path: Path) -> None:
+    """docs/benchmarks.md's record command, short, with the peers this venv has
+    (trio_h2t and grpcio; the ``bench`` extra adds grpclib), into a copy of the
+    results file: the block the plots are drawn from gets this run's provenance."""
+    lines = BLOCKS[RECORD].splitlines()
+    assert lines[0].split("#")[0].split() == ["pip", "install", "-e", "'.[bench]'"]
+    command = lines[1].split("#")[0].split()
+    assert command == ["python", "benchmarks/peers/grpc_peers.py", "--record"]
+    results = tmp_path / "results.json"
+    shutil.copy2(ROOT / "benchmarks" / "results.json", results)
+    short = ["--preset", "w1", "--impl", "trio_h2t", "--impl", "grpcio", "--rounds", "1"]
+    short += ["--duration", "0.5", "--warmup", "0.2", "--plot", ""]
+    _run([sys.executable, command[1], "--record", str(results), *short], timeout=300)
+    block = json.loads(results.read_text(encoding="utf-8"))["grpc_peers"]
+    assert block["command"].startswith("python benchmarks/peers/grpc_peers.py --record")
+    assert {row["impl"] for row in block["rows"]} == {"trio_h2t", "grpcio"}
 
 
 def _run(command: list[str], *, cwd: Path = ROOT, timeout: float = 120) -> str:
