@@ -1894,13 +1894,22 @@ def open_channel(
     the system resolver: an async function ``(host, port)`` returning a list of
     ``(host, port)`` pairs (or Unix socket paths).
 
+    A dns target whose name does not resolve when the channel opens (the resolver
+    raises, or finds no address) fails the open with RpcError UNAVAILABLE naming the
+    host (the resolver's error is its ``__cause__``).
+
     ``open_channel(host, port)`` (a port given) is the single-connection channel of
     before: one ``trio_h2t.open_connection``, no reconnection, and entering fails
-    with ConnectionLostError if it cannot connect.
+    with ConnectionLostError if it cannot connect. The options only a target channel
+    uses (``backoff``, ``resolver``, the ``dns_*`` ones, a ``round_robin`` or
+    ``healthCheckConfig`` service config) are a ValueError there, as is a target
+    string (``"ipv4:..."``, ``"host:port"``) with a separate port.
 
     ``connect_timeout`` (seconds) bounds the TCP connect and TLS handshake of the
-    ``(host, port)`` form; a target channel bounds each connect by its backoff
-    instead (the larger of the current backoff and ``min_connect_timeout``).
+    ``(host, port)`` form; on a target channel it is the backoff's
+    ``min_connect_timeout`` (each connect gets the larger of it and the current
+    backoff). On both forms an exception raised in the block comes out as itself,
+    not in an ExceptionGroup.
     ``keepalive_time``, ``keepalive_timeout`` (seconds) and
     ``keepalive_permit_without_calls`` set ``config``'s ``keepalive_time``,
     ``keepalive_timeout`` and ``keepalive_permit_without_stream`` (grpcio's
@@ -1913,7 +1922,8 @@ def open_channel(
 
     Checkpoint: entering and leaving. Raises: TypeError or ValueError for a wrong
     option or a malformed target, at once, before connecting; TypeError naming the
-    fix if the result is awaited or used without ``async with``.
+    fix if the result is awaited or used without ``async with``; RuntimeError if
+    the same result is entered twice.
     """
     # The channel's options are checked before connecting, so a wrong one fails with
     # no connection made (Channel checks them again; that costs nothing).
