@@ -424,40 +424,62 @@ def test_options_are_type_checked_on_both_forms() -> None:
         grpc.open_channel("127.0.0.1:50051", 50051)
 
 
-async def test_connect_timeout_bounds_a_target_channels_connects() -> None:
-    """connect_timeout on a target channel is its subchannels' min_connect_timeout:
-    connects that hang (a listener whose backlog is full) fail within it, again and
-    again, instead of after grpc's default 20 s."""
-    listener = trio.socket.socket()
-    await listener.bind(("127.0.0.1", 0))
+@contextlib.contextmanager
+def hanging_port() -> Any:
+    """A loopback port whose listener's backlog is full: connects to it hang."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
     listener.listen(0)
-    port = listener.getsockname()[1]
     fillers: list[socket.socket] = []
     try:
-        with trio.fail_after(LIMIT):
-            # Fill the backlog so further connects hang in SYN_SENT.
-            for _ in range(4):
-                s = socket.socket()
-                s.setblocking(False)
-                with contextlib.suppress(BlockingIOError, OSError):
-                    s.connect(("127.0.0.1", port))
-                fillers.append(s)
-            backoff = grpc.ConnectionBackoff(initial_backoff=0.05, max_backoff=0.05)
-            async with grpc.open_channel(
-                f"127.0.0.1:{port}", backoff=backoff, connect_timeout=0.2
-            ) as channel:
-                # Each failed connect is two subchannel changes (TRANSIENT_FAILURE,
-                # CONNECTING); with grpc's 20 s default there would be none here.
-                changes = 0
-                with trio.move_on_after(1.5):
-                    while True:
-                        await channel.wait_for_subchannel_change()
-                        changes += 1
-                assert changes >= 3
+        for _ in range(4):
+            s = socket.socket()
+            s.setblocking(False)
+            with contextlib.suppress(BlockingIOError, OSError):
+                s.connect(listener.getsockname())
+            fillers.append(s)
+        yield listener.getsockname()[1]
     finally:
         for s in fillers:
             s.close()
         listener.close()
+
+
+SHORT = grpc.ConnectionBackoff(initial_backoff=0.05, max_backoff=0.05)
+
+
+async def test_connect_timeout_bounds_a_target_channels_connects() -> None:
+    """connect_timeout on a target channel is its subchannels' min_connect_timeout:
+    connects that hang (a listener whose backlog is full) fail within it, again and
+    again, instead of after grpc's default 20 s."""
+    with trio.fail_after(LIMIT), hanging_port() as port:
+        async with grpc.open_channel(
+            f"127.0.0.1:{port}", backoff=SHORT, connect_timeout=0.2
+        ) as channel:
+            # Each failed connect is two subchannel changes (TRANSIENT_FAILURE,
+            # CONNECTING); with grpc's 20 s default there would be none here.
+            changes = 0
+            with trio.move_on_after(1.5):
+                while True:
+                    await channel.wait_for_subchannel_change()
+                    changes += 1
+            assert changes >= 3
+
+
+async def test_a_state_waiter_sees_a_transient_failure_that_lasts_no_checkpoint() -> None:
+    """A loop on wait_for_state_change sees TRANSIENT_FAILURE even when the
+    subchannel goes CONNECTING again before the waiter runs (connect longer than
+    the backoff)."""
+    with trio.fail_after(LIMIT), hanging_port() as port:
+        async with grpc.open_channel(
+            f"127.0.0.1:{port}", backoff=SHORT, connect_timeout=0.2
+        ) as channel:
+            state = channel.get_state()
+            seen = [state]
+            while state is not ConnectivityState.TRANSIENT_FAILURE:
+                state = await channel.wait_for_state_change(state)
+                seen.append(state)
+            assert ConnectivityState.CONNECTING in seen
 
 
 # -- 10: messages
