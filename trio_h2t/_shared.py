@@ -89,14 +89,21 @@ class AsyncWithOnly(AbstractAsyncContextManager[T]):
     coroutine). Owner: the task that enters it.
     """
 
-    __slots__ = ("_inner", "_name", "_usage")
+    __slots__ = ("_entered", "_inner", "_name", "_usage")
 
     def __init__(self, inner: AbstractAsyncContextManager[T], name: str, usage: str) -> None:
         self._inner = inner  # immutable after init
         self._name = name  # immutable after init
         self._usage = usage  # immutable after init
+        self._entered = False  # owner: the task that enters it (set once)
 
     def __aenter__(self) -> Coroutine[Any, Any, T]:
+        if self._entered:
+            raise RuntimeError(
+                f"this {self._name} was entered already: each `async with` needs a new"
+                f" call (`{self._usage}`)"
+            )
+        self._entered = True
         return self._inner.__aenter__()
 
     def __aexit__(

@@ -291,3 +291,34 @@ def test_plugin_flag_and_console_script(tmp_path: Path) -> None:
     module, _, attr = scripts["protoc-gen-trio_h2t"].partition(":")
     assert module == _protoc_plugin.__name__
     assert callable(getattr(_protoc_plugin, attr))
+
+
+async def test_generated_stub_passes_wait_for_ready_and_credentials(
+    gen: tuple[ModuleType, ModuleType],
+) -> None:
+    """Every generated stub method takes wait_for_ready= and credentials= and hands
+    them to the channel's call (credentials run once per call; a wrong
+    wait_for_ready is the channel's TypeError)."""
+    pb, stubs = gen
+    seen: list[str] = []
+
+    def credentials(context: grpc.CallCredentialsContext) -> list[tuple[str, str]]:
+        seen.append(context.method_name)
+        return [("authorization", "Bearer t")]
+
+    options: dict[str, Any] = {"wait_for_ready": True, "credentials": credentials}
+    with trio.fail_after(LIMIT):
+        async with (
+            _our_server(gen, add=False) as port,
+            grpc.open_channel(f"127.0.0.1:{port}", insecure_call_credentials=True) as channel,
+        ):
+            stub = stubs.RoutesStub(channel)
+            assert (await stub.Double(pb.Point(x=1), **options)).x == 2
+            async with stub.Expand(pb.Point(x=2), **options) as call:
+                assert len([p async for p in call]) == 2
+            assert (await stub.Sum([pb.Point(x=3)], **options)).total == 3
+            async with stub.Swap([pb.Point(x=1, y=2)], **options) as call:
+                assert [(p.x, p.y) async for p in call] == [(2, 1)]
+            with pytest.raises(TypeError, match="wait_for_ready"):
+                await stub.Double(pb.Point(x=1), wait_for_ready="yes")
+    assert seen == ["Double", "Expand", "Sum", "Swap"]

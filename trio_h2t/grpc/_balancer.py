@@ -98,6 +98,16 @@ _CONNECT_ERRORS = (
 )
 
 
+class _Change:
+    """One state change of a balancer: set once, with the state it changed to."""
+
+    __slots__ = ("event", "state")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()  # shared: set once by Balancer._set_state
+        self.state: ConnectivityState | None = None  # shared: set by _set_state before event
+
+
 class UnhealthyError(Exception):
     """A subchannel's last error when its backend's health check is not SERVING."""
 
@@ -309,7 +319,9 @@ class Balancer:
         self._ready: list[Subchannel] = []
         self._next = 0  # owner: the picking tasks (round_robin's turn)
         self.state = ConnectivityState.IDLE  # shared: set by _subchannel_changed / run
-        self._changed = trio.Event()  # shared: set and replaced on every state change
+        # shared: the next state change, set (with the state it changed to) and
+        # replaced by _set_state; a waiter keeps the one it took
+        self._changed = _Change()
         self._ready_event = trio.Event()  # shared: set while some subchannel is READY
         # shared: set and replaced on every subchannel state change
         self._any_changed = trio.Event()
@@ -353,8 +365,10 @@ class Balancer:
     def _set_state(self, state: ConnectivityState) -> None:
         if state is not self.state:
             self.state = state
-            self._changed.set()
-            self._changed = trio.Event()
+            change = self._changed
+            self._changed = _Change()
+            change.state = state
+            change.event.set()
 
     def pick(self) -> ClientConnection | None:
         """A READY subchannel's connection by the policy, or None (then IDLE
@@ -432,10 +446,17 @@ class Balancer:
 
         Checkpoint: always. On cancellation: nothing changes.
         """
-        while self.state is last:
-            await self._changed.wait()
-        await trio.lowlevel.checkpoint()
-        return self.state
+        if self.state is not last:
+            await trio.lowlevel.checkpoint()
+            return self.state
+        # The first change after now is away from ``last``; its state is returned
+        # even if another change came before this task ran again, so a waiter
+        # looping on it sees every state (a TRANSIENT_FAILURE lasting no
+        # schedule point included).
+        change = self._changed
+        await change.event.wait()
+        assert change.state is not None
+        return change.state
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Keep every subchannel connected (and the addresses resolved) until

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import ipaddress
 import math
 import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -84,13 +85,19 @@ from ._metadata import (
     metadata_to_headers,
 )
 from ._resolver import (
+    RESOLVE_ERRORS,
     ResolveFunction,
     Resolver,
     check_resolver_options,
     resolve_dns,
 )
 from ._retry import CallRetryState, RetryBufferPool, RetryThrottle
-from ._retrying import MAX_TRANSPARENT_RETRIES as MAX_TRANSPARENT_RETRIES, Replay, never_processed
+from ._retrying import (
+    MAX_TRANSPARENT_RETRIES as MAX_TRANSPARENT_RETRIES,
+    Failure,
+    Replay,
+    never_processed,
+)
 from ._server import MethodKind
 from ._service_config import RetryPolicy, ServiceConfig, parse_service_config
 from ._status import (
@@ -537,6 +544,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                     self._initial = NO_METADATA
                     self._set_status(code, replay.final_details(details))
                     raise self._rpc_error() from exc
+                failure: Failure = (code, details, exc)
             else:
                 raised = False
                 try:
@@ -556,9 +564,12 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                     if raised:
                         raise self._rpc_error()
                     return
+                failure = (status, self._details or "", None)
                 self._code = self._details = self._trailing = None
                 self._initial = self._response_encoding = None
+            replay.backing_off = failure  # left set if the deadline ends the sleep
             await replay.sleep(delay)
+            replay.backing_off = None
             if self._code is not None:  # cancel() was called during the backoff
                 self._initial = NO_METADATA
                 raise self._rpc_error()
@@ -795,6 +806,13 @@ def _smaller(limit: int | None, configured: int | None) -> int | None:
     if configured is None:
         return limit
     return configured if limit is None else min(limit, configured)
+
+
+def _shut_down() -> trio.ClosedResourceError:
+    return trio.ClosedResourceError(
+        "the channel is SHUTDOWN (closed, or its one connection ended): its state never"
+        " changes again; open a new channel"
+    )
 
 
 def _interceptors_of(
@@ -1039,8 +1057,13 @@ class Channel:
     async def wait_for_state_change(self, last: ConnectivityState) -> ConnectivityState:
         """Wait until the state is not ``last``; return the new one.
 
-        Checkpoint: always. On cancellation: nothing changes.
+        Checkpoint: always. On cancellation: nothing changes. Raises:
+        trio.ClosedResourceError if the channel is SHUTDOWN and ``last`` is SHUTDOWN
+        (its state never changes again; grpcio's aio raises UsageError there).
         """
+        if last is ConnectivityState.SHUTDOWN and self.get_state() is last:
+            await trio.lowlevel.checkpoint()
+            raise _shut_down()
         if self._balancer is not None:
             return await self._balancer.wait_for_state_change(last)
         assert self._conn is not None
@@ -1054,8 +1077,12 @@ class Channel:
         or an address added or removed by re-resolution (a balanced channel; a
         single-connection one: when it stops taking streams).
 
-        Checkpoint: always. On cancellation: nothing changes.
+        Checkpoint: always. On cancellation: nothing changes. Raises:
+        trio.ClosedResourceError if the channel is SHUTDOWN (nothing changes again).
         """
+        if self.get_state() is ConnectivityState.SHUTDOWN:
+            await trio.lowlevel.checkpoint()
+            raise _shut_down()
         if self._balancer is not None:
             await self._balancer.wait_for_any_change()
         else:
@@ -1337,8 +1364,12 @@ class _CallOpener:
                 if scope is None or not scope.__exit__(exc_type, exc, tb):
                     return False
             if scope.cancelled_caught:
-                # Our own deadline's cancellation, caught by our scope: the call timed out.
-                raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+                # Our own deadline's cancellation, caught by our scope: the call timed out
+                # (during a retry backoff: its details say after what).
+                if call is None or call._replay is None:
+                    raise RpcError(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
+                details, cause = call._replay.deadline_details()
+                raise RpcError(StatusCode.DEADLINE_EXCEEDED, details) from cause
             return True
         finally:
             self._channel._call_ended()
@@ -1854,13 +1885,22 @@ def open_channel(
     the system resolver: an async function ``(host, port)`` returning a list of
     ``(host, port)`` pairs (or Unix socket paths).
 
+    A dns target whose name does not resolve when the channel opens (the resolver
+    raises, or finds no address) fails the open with RpcError UNAVAILABLE naming the
+    host (the resolver's error is its ``__cause__``).
+
     ``open_channel(host, port)`` (a port given) is the single-connection channel of
     before: one ``trio_h2t.open_connection``, no reconnection, and entering fails
-    with ConnectionLostError if it cannot connect.
+    with ConnectionLostError if it cannot connect. The options only a target channel
+    uses (``backoff``, ``resolver``, the ``dns_*`` ones, a ``round_robin`` or
+    ``healthCheckConfig`` service config) are a ValueError there, as is a target
+    string (``"ipv4:..."``, ``"host:port"``) with a separate port.
 
     ``connect_timeout`` (seconds) bounds the TCP connect and TLS handshake of the
-    ``(host, port)`` form; a target channel bounds each connect by its backoff
-    instead (the larger of the current backoff and ``min_connect_timeout``).
+    ``(host, port)`` form; on a target channel it is the backoff's
+    ``min_connect_timeout`` (each connect gets the larger of it and the current
+    backoff). On both forms an exception raised in the block comes out as itself,
+    not in an ExceptionGroup.
     ``keepalive_time``, ``keepalive_timeout`` (seconds) and
     ``keepalive_permit_without_calls`` set ``config``'s ``keepalive_time``,
     ``keepalive_timeout`` and ``keepalive_permit_without_stream`` (grpcio's
@@ -1873,7 +1913,8 @@ def open_channel(
 
     Checkpoint: entering and leaving. Raises: TypeError or ValueError for a wrong
     option or a malformed target, at once, before connecting; TypeError naming the
-    fix if the result is awaited or used without ``async with``.
+    fix if the result is awaited or used without ``async with``; RuntimeError if
+    the same result is entered twice.
     """
     # The channel's options are checked before connecting, so a wrong one fails with
     # no connection made (Channel checks them again; that costs nothing).
@@ -1909,13 +1950,8 @@ def open_channel(
         "call_credentials": call_credentials,
         "insecure_call_credentials": insecure_call_credentials,
     }
-    if port is not None:
-        return AsyncWithOnly(
-            _open_single(target, port, ssl_context, config, connect_timeout, options),
-            "grpc.open_channel(...)",
-            "async with grpc.open_channel(host, port) as channel:",
-        )
-    parsed = parse_target(target)
+    # Every option is checked the same way on both forms; one that only a target
+    # channel uses is refused on the (host, port) form, never ignored.
     lb_policy = "pick_first" if service_config is None else service_config.lb_policy
     if lb_policy not in LB_POLICIES:
         raise ValueError(
@@ -1925,14 +1961,100 @@ def open_channel(
     if backoff is not None and not isinstance(backoff, ConnectionBackoff):
         raise TypeError(f"backoff takes a grpc.ConnectionBackoff, not {type(backoff).__name__}")
     check_resolver_options(resolver, dns_refresh_interval, dns_min_time_between_resolutions)
+    _check_connect_timeout(connect_timeout)
+    if port is not None:
+        _check_single_form(
+            target,
+            port,
+            lb_policy,
+            service_config,
+            backoff,
+            resolver,
+            dns_refresh_interval,
+            dns_min_time_between_resolutions,
+        )
+        return AsyncWithOnly(
+            _open_single(target, port, ssl_context, config, connect_timeout, options),
+            "grpc.open_channel(...)",
+            "async with grpc.open_channel(host, port) as channel:",
+        )
+    parsed = parse_target(target)
+    backoff = backoff or ConnectionBackoff()
+    if connect_timeout is not None:
+        # A target channel's connects are its subchannels': each one gets the larger
+        # of the current backoff and this (grpc's min_connect_timeout).
+        backoff = dataclasses.replace(backoff, min_connect_timeout=connect_timeout)
     dns = (resolver or resolve_dns, dns_refresh_interval, dns_min_time_between_resolutions)
     return AsyncWithOnly(
-        _open_balanced(
-            parsed, lb_policy, ssl_context, config, backoff or ConnectionBackoff(), options, dns
-        ),
+        _open_balanced(parsed, lb_policy, ssl_context, config, backoff, options, dns),
         "grpc.open_channel(...)",
         "async with grpc.open_channel(target) as channel:",
     )
+
+
+def _check_connect_timeout(connect_timeout: float | None) -> None:
+    if connect_timeout is None:
+        return
+    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float):
+        raise TypeError(f"connect_timeout takes seconds as a number, not {connect_timeout!r}")
+    if not connect_timeout > 0:
+        raise ValueError(f"connect_timeout must be > 0 seconds, not {connect_timeout!r}")
+
+
+def _check_single_form(
+    host: str,
+    port: int,
+    lb_policy: str,
+    service_config: ServiceConfig | None,
+    backoff: ConnectionBackoff | None,
+    resolver: ResolveFunction | None,
+    refresh_interval: float | None,
+    min_interval: float,
+) -> None:
+    """ValueError naming the fix for an option that only a target channel uses,
+    given to the (host, port) form (one connection: no balancing, no reconnection,
+    no resolution)."""
+    if not isinstance(host, str):
+        raise TypeError(f"open_channel's host is a str, not {type(host).__name__}")
+    if (":" in host and not _is_ip_literal(host)) or host.startswith(_SCHEMES):
+        raise ValueError(
+            f"open_channel({host!r}, port): a target string takes no separate port;"
+            f" write open_channel({host!r}) (its port inside), or open_channel(host, port)"
+        )
+    wrong = []
+    if lb_policy != "pick_first":
+        wrong.append(f"loadBalancingConfig {lb_policy!r}")
+    if service_config is not None and service_config.health_check_service_name is not None:
+        wrong.append("healthCheckConfig")
+    if backoff is not None:
+        wrong.append("backoff=")
+    if resolver is not None:
+        wrong.append("resolver=")
+    if refresh_interval != 30.0:
+        wrong.append("dns_refresh_interval=")
+    if min_interval != 5.0:
+        wrong.append("dns_min_time_between_resolutions=")
+    if wrong:
+        raise ValueError(
+            f"{', '.join(wrong)} only apply to a target channel (subchannels, reconnection,"
+            " name resolution); open_channel(host, port) is one connection: use a target"
+            f" string instead, e.g. open_channel({_as_target(host, port)!r})"
+        )
+
+
+_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:")
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _as_target(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _keepalive_config(
@@ -2018,7 +2140,14 @@ async def _open_balanced(
             refresh_interval=refresh_interval,
             min_interval=min_interval,
         )
-        addresses = await resolver.resolve()
+        # A name that does not resolve fails the open, as a (host, port) channel
+        # that cannot connect does: one error, UNAVAILABLE, naming the host.
+        try:
+            addresses = await resolver.resolve()
+        except RESOLVE_ERRORS as exc:
+            raise RpcError(
+                StatusCode.UNAVAILABLE, f"cannot resolve {target.host!r}: {exc}"
+            ) from exc
         if not addresses:
             raise RpcError(StatusCode.UNAVAILABLE, f"{target.host!r} resolves to no address")
     service_config: ServiceConfig | None = options["service_config"]
@@ -2033,7 +2162,9 @@ async def _open_balanced(
         health_service=health_service,
         open_watch=_watch_opener(target.authority, options),
     )
-    async with trio.open_nursery() as nursery:
+    # Unwrapped as the (host, port) form's block is (trio_h2t.open_connection's): an
+    # exception raised in the user's block comes out as itself, not in a group.
+    async with _unwrap_single(), trio.open_nursery() as nursery:
         await nursery.start(balancer.run)
         channel = Channel(balancer, authority=target.authority, **options)  # type: ignore[arg-type]
         yield channel

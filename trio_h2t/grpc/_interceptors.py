@@ -90,16 +90,71 @@ ServerInterceptor: TypeAlias = Callable[
 ]
 
 
+_SERVER_SHAPE = "`async def interceptor(details, proceed)` (calling `await proceed()`)"
+_CLIENT_SHAPE = (
+    "a callable `interceptor(details)` returning an async context manager: write"
+    " `@contextlib.asynccontextmanager` over `async def interceptor(details): ... yield ...`"
+)
+
+
+def _sequence_of(interceptors: object, side: str, shape: str) -> tuple[Any, ...]:
+    """``interceptors`` as a tuple; TypeError naming the fix for a single one or a
+    non-sequence (``interceptors=ic`` instead of ``interceptors=[ic]``)."""
+    if not callable(interceptors) and not isinstance(interceptors, str | bytes):
+        try:
+            return tuple(interceptors)  # type: ignore[arg-type]
+        except TypeError:
+            pass  # not iterable
+    raise TypeError(
+        f"interceptors must be a sequence (a list) of {side} interceptors, each {shape};"
+        f" not {interceptors!r} (one interceptor: write interceptors=[interceptor])"
+    )
+
+
+def _takes(fn: Callable[..., Any], count: int) -> bool:
+    """Whether ``fn`` can be called with ``count`` positional arguments (True when
+    its signature cannot be read)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return True
+    try:
+        signature.bind(*range(count))
+    except TypeError:
+        return False
+    return True
+
+
+def _is_async_def(fn: object) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (an instance with an async __call__)
+    )
+
+
 def check_server_interceptors(
     interceptors: Sequence[ServerInterceptor],
 ) -> tuple[ServerInterceptor, ...]:
-    """The server's interceptors as a tuple; TypeError for a non-callable one."""
-    found = tuple(interceptors)
+    """The server's interceptors as a tuple; TypeError naming the shape for one that
+    is not an ``async def`` of ``(details, proceed)`` (a plain function, an async
+    generator, a wrong number of parameters), or for a single one not in a list."""
+    found = _sequence_of(interceptors, "server", _SERVER_SHAPE)
     for interceptor in found:
         if not callable(interceptor):
+            raise TypeError(f"a server interceptor is {_SERVER_SHAPE}, not {interceptor!r}")
+        if inspect.isasyncgenfunction(interceptor):
             raise TypeError(
-                "a server interceptor is `async def interceptor(details, proceed)`, "
-                f"not {interceptor!r}"
+                f"server interceptor {interceptor!r} is an async generator: a server"
+                f" interceptor is {_SERVER_SHAPE}, with no yield"
+            )
+        if inspect.isfunction(interceptor) and not _is_async_def(interceptor):
+            raise TypeError(
+                f"server interceptor {interceptor!r} is a plain function: a server"
+                f" interceptor is {_SERVER_SHAPE}"
+            )
+        if not _takes(interceptor, 2):
+            raise TypeError(
+                f"server interceptor {interceptor!r} cannot take (details, proceed):"
+                f" a server interceptor is {_SERVER_SHAPE}"
             )
     return found
 
@@ -157,15 +212,44 @@ ClientInterceptor: TypeAlias = Callable[[ClientCallDetails], AbstractAsyncContex
 def check_client_interceptors(
     interceptors: Sequence[ClientInterceptor],
 ) -> tuple[ClientInterceptor, ...]:
-    """The channel's interceptors as a tuple; TypeError for a non-callable one."""
-    found = tuple(interceptors)
+    """The channel's interceptors as a tuple; TypeError naming the shape for one
+    that cannot be one (not callable, a plain ``async def`` or an undecorated async
+    generator, a wrong number of parameters), or for a single one not in a list."""
+    found = _sequence_of(interceptors, "client", _CLIENT_SHAPE)
     for interceptor in found:
         if not callable(interceptor):
+            raise TypeError(f"a client interceptor is {_CLIENT_SHAPE}; not {interceptor!r}")
+        if inspect.isasyncgenfunction(interceptor):
             raise TypeError(
-                "a client interceptor is a callable `interceptor(details)` returning an "
-                f"async context manager (@contextlib.asynccontextmanager), not {interceptor!r}"
+                f"client interceptor {interceptor!r} is an undecorated async generator:"
+                " decorate it with @contextlib.asynccontextmanager"
+            )
+        if _is_async_def(interceptor):
+            raise TypeError(
+                f"client interceptor {interceptor!r} is a plain `async def` (calling it"
+                f" gives a coroutine, not an async context manager): it must be {_CLIENT_SHAPE}"
+            )
+        if not _takes(interceptor, 1):
+            raise TypeError(
+                f"client interceptor {interceptor!r} cannot take (details): it must be"
+                f" {_CLIENT_SHAPE}"
             )
     return found
+
+
+def _enter_target(interceptor: ClientInterceptor, details: ClientCallDetails) -> Any:
+    """``interceptor(details)``, checked to be an async context manager (TypeError
+    naming the interceptor if not; a coroutine it gave is closed, not left unawaited)."""
+    manager = interceptor(details)
+    kind = type(manager)
+    if not (hasattr(kind, "__aenter__") and hasattr(kind, "__aexit__")):
+        if inspect.iscoroutine(manager):
+            manager.close()
+        raise TypeError(
+            f"client interceptor {interceptor!r} returned {kind.__name__}, not an async"
+            f" context manager: it must be {_CLIENT_SHAPE}"
+        )
+    return manager
 
 
 @asynccontextmanager
@@ -178,7 +262,7 @@ async def intercepted_call(
     ``open_call(details)`` opens with the details they left."""
     async with AsyncExitStack() as stack:
         for interceptor in interceptors:
-            await stack.enter_async_context(interceptor(details))
+            await stack.enter_async_context(_enter_target(interceptor, details))
         yield await stack.enter_async_context(open_call(details))
 
 

@@ -11,8 +11,8 @@ next to protoc's own ``<name>_pb2.py`` (``--python_out``), with, per service:
 - ``<Service>Stub(channel)``: one method per RPC, shaped as the
   :class:`~trio_h2t.grpc.Channel` call of its kind (``await stub.M(request)``,
   ``async with stub.M(request) as call``, ``await stub.M(requests)``,
-  ``async with stub.M(requests) as call``), each taking ``timeout``, ``metadata``
-  and ``compression`` as the Channel's calls do;
+  ``async with stub.M(requests) as call``), each taking ``timeout``, ``metadata``,
+  ``compression``, ``wait_for_ready`` and ``credentials`` as the Channel's calls do;
 - ``<Service>Servicer``: the base class to subclass, whose methods end the call
   with UNIMPLEMENTED until overridden; it is a :class:`~trio_h2t.grpc.GenericHandler`
   (``grpc.Server([MyServicer()])``), and ``add_<Service>Servicer_to_server``
@@ -111,12 +111,18 @@ _METHOD_CLASS = {
     "stream_unary": "StreamUnaryMethod",
     "stream_stream": "StreamStreamMethod",
 }
+#: The per-call options every stub method takes and passes on (the Channel's).
 _CALL_OPTIONS = (
-    "        timeout: float | None = None,\n"
-    "        metadata: grpc.MetadataLike = (),\n"
-    "        compression: str | bool | None = False,\n"
+    "timeout: float | None = None",
+    "metadata: grpc.MetadataLike = ()",
+    "compression: str | bool | None = False",
+    "wait_for_ready: bool | None = None",
+    "credentials: grpc.CallCredentials | None = None",
 )
-_PASS_OPTIONS = "timeout=timeout, metadata=metadata, compression=compression"
+_PASS_OPTIONS = [
+    f"{name}={name}"
+    for name in ("timeout", "metadata", "compression", "wait_for_ready", "credentials")
+]
 
 
 def _attr(name: str) -> str:
@@ -153,11 +159,7 @@ def _service(file: Any, service: Any, type_name: Any) -> list[str]:
                 type_name(method.output_type),
             )
         )
-    options = [
-        "timeout: float | None = None",
-        "metadata: grpc.MetadataLike = ()",
-        "compression: str | bool | None = False",
-    ]
+    options = _CALL_OPTIONS
     out: list[str] = ["", ""]
     # -- the client stub
     out.append("@final")
@@ -216,7 +218,7 @@ def _service(file: Any, service: Any, type_name: Any) -> list[str]:
             out.append("        Checkpoint: always. On cancellation: RST_STREAM(CANCEL).")
             out.append('        Raises: grpc.RpcError for any status but OK."""')
         first = "requests" if kind.startswith("stream_") else "request"
-        args = [first, "timeout=timeout", "metadata=metadata", "compression=compression"]
+        args = [first, *_PASS_OPTIONS]
         awaiting = "await " if prefix == "async def" else ""
         out.extend(_fit("        ", f"return {awaiting}self._{attr}(", args, ")"))
     out.append("")

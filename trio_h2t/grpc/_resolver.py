@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import trio
 
 __all__ = [
+    "RESOLVE_ERRORS",
     "Address",
     "ResolveFunction",
     "Resolver",
@@ -49,7 +50,7 @@ Address = tuple[str, int] | str
 ResolveFunction = Callable[[str, int], Awaitable[Sequence[Address]]]
 
 #: What a failed resolution may raise (kept to these: anything else is a bug).
-_RESOLVE_ERRORS = (OSError, ValueError)
+RESOLVE_ERRORS = (OSError, ValueError)
 
 
 async def resolve_dns(host: str, port: int) -> list[Address]:
@@ -177,7 +178,7 @@ class Resolver:
             self._requested = trio.Event()  # a request from now on asks for the next one
             try:
                 addresses = await self.resolve()
-            except _RESOLVE_ERRORS:
+            except RESOLVE_ERRORS:
                 continue  # keep the addresses of before; retry at the next request/timer
             if addresses:
                 update(addresses)

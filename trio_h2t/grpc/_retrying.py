@@ -67,6 +67,9 @@ def never_processed(exc: BaseException) -> bool:
     return isinstance(exc, _NEVER_PROCESSED) and exc.retryable
 
 
+#: A failed attempt: its status, details and the exception (a transport error) if any.
+Failure = tuple[StatusCode, str, BaseException | None]
+
 #: ``open_next(extra_metadata) -> stream``: leave the attempt's stream, open the next
 #: (``extra_metadata`` None: the same as the attempt it replaces, a transparent retry).
 OpenNext = Callable[[list[tuple[str, str]] | None], Awaitable[trio_h2t.H2Stream]]
@@ -83,6 +86,7 @@ class Replay:
 
     __slots__ = (
         "_backoff",
+        "backing_off",
         "ended",
         "frames",
         "open_next",
@@ -103,6 +107,9 @@ class Replay:
         self.switching: trio.Event | None = None
         # owner: the receiver; the scope of its backoff sleep (commit() ends it)
         self._backoff: trio.CancelScope | None = None
+        # owner: the receiver; the failed attempt whose backoff is being slept (kept
+        # if the call's deadline ends the sleep: the DEADLINE_EXCEEDED says it)
+        self.backing_off: Failure | None = None
 
     @property
     def committed(self) -> bool:
@@ -162,6 +169,22 @@ class Replay:
         """A failed call's details, ending with its number of attempts under a policy."""
         if self.state.policy is None:
             return details
-        attempts = self.state.attempts
-        noun = "attempt" if attempts == 1 else "attempts"
-        return f"{details} ({attempts} {noun})" if details else f"({attempts} {noun})"
+        count = attempts_text(self.state.attempts)
+        return f"{details} ({count})" if details else f"({count})"
+
+    def deadline_details(self) -> tuple[str, BaseException | None]:
+        """A DEADLINE_EXCEEDED's details (and the cause to chain): during a backoff,
+        the attempts made and the last one's status."""
+        failure = self.backing_off
+        if failure is None:
+            return "Deadline Exceeded", None
+        code, details, exc = failure
+        return (
+            f"Deadline Exceeded during the backoff after {attempts_text(self.state.attempts)}"
+            f" (last: {code.name} {details!r})"
+        ), exc
+
+
+def attempts_text(count: int) -> str:
+    """``1 attempt``, ``2 attempts``: every message that counts a call's attempts."""
+    return f"{count} attempt" if count == 1 else f"{count} attempts"

@@ -329,7 +329,8 @@ def _retry_policy(policy: Mapping[str, Any], path: str) -> RetryPolicy:
     raw_codes = policy.get("retryableStatusCodes")
     if not isinstance(raw_codes, list) or not raw_codes:
         raise ValueError(
-            f"{path}.retryableStatusCodes: must be a non-empty list, not {_json_type(raw_codes)}"
+            f"{path}.retryableStatusCodes: must be a non-empty list, not "
+            + ("an empty list" if raw_codes == [] else _json_type(raw_codes))
         )
     codes = frozenset(
         _status_code(code, f"{path}.retryableStatusCodes[{k}]") for k, code in enumerate(raw_codes)

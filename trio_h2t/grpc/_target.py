@@ -23,6 +23,7 @@ naming what is wrong and the form to use.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,6 +52,14 @@ class Target:
     path: str | None = None
 
 
+#: What an IPv6 literal (with an optional ``:port``) is made of.
+_IPV6_CHARS = frozenset("0123456789abcdefABCDEF:.%")
+#: The schemes parse_target takes, for error messages.
+_SUPPORTED = "supported: dns:, ipv4:, ipv6:, unix:"
+#: A URI scheme (RFC 3986): a letter, then letters, digits, '+', '-', '.'.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+
+
 def _port(text: str, target: str) -> int:
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
         raise ValueError(f"gRPC target {target!r}: the port must be 1..65535, not {text!r}")
@@ -70,9 +79,14 @@ def _split_host_port(text: str, target: str) -> tuple[str, int | None]:
             raise ValueError(f"gRPC target {target!r}: after ']' comes ':port' (write [::1]:50051)")
         return host, _port(rest[1:], target)
     if text.count(":") > 1:
+        if all(c in _IPV6_CHARS for c in text):
+            raise ValueError(
+                f"gRPC target {target!r}: an IPv6 address with a port goes in brackets"
+                " (write [::1]:50051)"
+            )
         raise ValueError(
-            f"gRPC target {target!r}: an IPv6 address with a port goes in brackets"
-            " (write [::1]:50051)"
+            f"gRPC target {target!r}: not host:port, and {text.partition(':')[0]!r} is not"
+            f" a known scheme ({_SUPPORTED})"
         )
     host, sep, port = text.partition(":")
     return host, _port(port, target) if sep else None
@@ -137,9 +151,12 @@ def parse_target(target: str) -> Target:
                     " (write dns:///host:50051)"
                 )
     elif sep and rest.startswith("//"):
+        raise ValueError(f"gRPC target {target!r}: unknown scheme {scheme!r} ({_SUPPORTED})")
+    elif sep and _SCHEME.fullmatch(scheme) and ":" not in rest and not rest.isdigit():
+        # "scheme:x" with x no port: an unsupported scheme, or a bad port.
         raise ValueError(
-            f"gRPC target {target!r}: unknown scheme {scheme!r}"
-            " (dns, ipv4, ipv6 and unix are supported)"
+            f"gRPC target {target!r}: {scheme!r} is an unknown scheme ({_SUPPORTED}),"
+            f" or the port must be 1..65535, not {rest!r}"
         )
     else:
         name = target
