@@ -1429,11 +1429,15 @@ async def test_connection_window_update_does_not_wake_a_stream_parked_on_its_own
             await s.send_data(b"parked", end_stream=True)
             await peer.read_until(lambda: bool(peer.events_of(h2.events.RequestReceived)))
             await trio.testing.wait_all_tasks_blocked()
-            assert s._out.state == OUT_WAITING
+            out = conn._core.loopy.outstream_for_testing(s.stream_id)
+            assert out is not None
+            assert out.state == OUT_WAITING
             peer.h2.increment_flow_control_window(100_000)  # connection only
             await peer.flush()
             await trio.testing.wait_all_tasks_blocked()
-            assert s._out.state == OUT_WAITING
+            out = conn._core.loopy.outstream_for_testing(s.stream_id)
+            assert out is not None
+            assert out.state == OUT_WAITING
             assert conn.statistics().loopy.data_frames == 0
             peer.h2.increment_flow_control_window(6, stream_id=1)
             await peer.flush()

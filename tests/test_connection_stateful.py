@@ -138,7 +138,7 @@ from trio_h2t import (
 from trio_h2t._connection import ConnectionCore
 from trio_h2t._controlbuf import DEFAULT_THROTTLE_LIMIT
 from trio_h2t._items import Data
-from trio_h2t._outstream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_WAITING
+from trio_h2t._outstream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_EMPTY, OUT_WAITING
 from trio_h2t._server import INTERNAL_ERROR_BODY
 from trio_h2t.testing import (
     ChunkedStream,
@@ -1100,14 +1100,22 @@ class ConnectionMachine(RuleBasedStateMachine):
         }
         for state, streams in lists.items():
             assert len(set(map(id, streams))) == len(streams), f"{who}: a stream twice in {state}"
-            for stream in streams:
-                assert stream._out.state == state, f"{who}: stream {stream.stream_id} misplaced"
+            for listed in streams:
+                sid = listed.stream.stream_id
+                assert listed.state == state, f"{who}: stream {sid} misplaced"
+                assert loopy.outstream_for_testing(sid) is listed, (
+                    f"{who}: stream {sid} listed but not in loopy's table"
+                )
         for side in self._side_objects(who):
             mine = side.stream
             assert mine is not None
-            state = mine._out.state
+            out = loopy.outstream_for_testing(mine.stream_id)
+            if out is None:
+                continue  # no output entry: on no list
+            assert out.stream is mine, f"{side!r}: loopy's entry is another stream's"
+            state = out.state
             if state in lists:
-                assert any(s is mine for s in lists[state]), (
+                assert any(s is out for s in lists[state]), (
                     f"{side!r}: output state {state} but not on loopy's list for it"
                 )
 
@@ -1214,9 +1222,11 @@ class ConnectionMachine(RuleBasedStateMachine):
             assert stream._write_quota > -MAX_SEND, f"{side!r}: write quota overrun"
             if settled:
                 # Quota is out exactly for the data loopy still holds for the stream.
+                assert core is not None
+                out = core.loopy.outstream_for_testing(stream.stream_id)
                 held = sum(
                     len(item.payload)
-                    for item in stream._out.queue or ()
+                    for item in (out.queue if out is not None else None) or ()
                     if isinstance(item, Data) and item.quota
                 )
                 assert cfg.write_quota - stream._write_quota == held, (
@@ -1309,20 +1319,21 @@ class ConnectionMachine(RuleBasedStateMachine):
         h2_stream = tx_core.h2.streams.get(sid)
         if h2_stream is not None:
             window = h2_stream.outbound_flow_control_window
-        if ts._out.queue and not ts._out.done:
-            head = ts._out.queue[0]
-            needs_window = isinstance(head, Data) and len(head.payload) > ts._out.offset
+        out = tx_core.loopy.outstream_for_testing(ts.stream_id)
+        if out is not None and out.queue and not ts.core_output_over:
+            head = out.queue[0]
+            needs_window = isinstance(head, Data) and len(head.payload) > out.offset
             movable = not needs_window or (
                 window is not None and window > 0 and tx_core.h2.outbound_flow_control_window > 0
             )
             assert not movable, (
-                f"stream {model.idx}: {tx.who} loopy holds {len(ts._out.queue)} items "
+                f"stream {model.idx}: {tx.who} loopy holds {len(out.queue)} items "
                 f"with stream window {window} and connection window "
                 f"{tx_core.h2.outbound_flow_control_window}"
             )
         if rs._closed or rs._recv_ended or rs._error is not None or window is None:
             return
-        if ts._closed or ts._out.done or ts._error is not None:
+        if ts._closed or ts.core_output_over or ts._error is not None:
             return
         flow = rs._in_flow
         believed = flow.limit + flow.delta - flow.pending_data - flow.pending_update
@@ -1537,7 +1548,10 @@ class ConnectionMachine(RuleBasedStateMachine):
                 if stream is None:
                     continue
                 cfg = self.ccfg if side.who == CLIENT else self.scfg
-                if "parked-output-kept" in KNOWN_BUGS and stream._out.state == OUT_WAITING:
+                if (
+                    "parked-output-kept" in KNOWN_BUGS
+                    and _out_state(self._core(side.who), stream) == OUT_WAITING
+                ):
                     continue
                 assert stream._write_quota == cfg.write_quota, (
                     f"{side!r}: write quota leaked ({stream._write_quota} of {cfg.write_quota})"
@@ -1730,6 +1744,12 @@ async def _pair(
         nursery.cancel_scope.cancel()
 
 
+def _out_state(core: ConnectionCore | None, stream: H2Stream) -> int:
+    """Loopy's output state for ``stream`` (OUT_EMPTY when it holds no entry)."""
+    out = core.loopy.outstream_for_testing(stream.stream_id) if core is not None else None
+    return out.state if out is not None else OUT_EMPTY
+
+
 @on_mock_clock  # regression test: bug "parked-output-kept" is fixed
 async def test_parked_output_is_released_when_the_connection_ends() -> None:
     """Data waiting for stream window is released (quota returned) when the link dies."""
@@ -1744,12 +1764,13 @@ async def test_parked_output_is_released_when_the_connection_ends() -> None:
     async with pair as (conn, _, _), conn.open_stream(REQUEST_HEADERS) as stream:
         await stream.send_data(b"x" * 65_536)  # one byte more than the window
         await trio.testing.wait_all_tasks_blocked()
-        parked.append(stream._out.state)
+        parked.append(_out_state(conn._core, stream))
         await conn._core.transport.aclose()  # the link goes away
         await trio.testing.wait_all_tasks_blocked()
         assert conn.error is not None
     assert parked == [OUT_WAITING]
-    assert (stream._write_quota, len(stream._out.queue or ())) == (ccfg.write_quota, 0)
+    assert stream._write_quota == ccfg.write_quota
+    assert conn._core.loopy.outstream_for_testing(stream.stream_id) is None  # all dropped
 
 
 @on_mock_clock  # regression test: bug "graceful-close-cancels-handlers" is fixed

@@ -33,8 +33,7 @@ from ._exceptions import ConnectionClosingError, H2ProtocolError, StreamResetErr
 from ._flow import StreamInFlow
 from ._headers import HEAD_RULE, BodyRule, validate_to_send
 from ._items import Data, Headers
-from ._messages import DEADLINE, CancelReason, Request
-from ._outstream import OutStream
+from ._messages import DEADLINE, CancelKind, CancelReason, Request
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -44,6 +43,12 @@ if TYPE_CHECKING:
 __all__ = ["CONTINUE_RESPONSE", "H2Stream", "HeaderList"]
 
 HeaderList = list[tuple[bytes, bytes]]
+
+# H2Stream._output_over: loopy may write more; our END_STREAM is written (an
+# RST_STREAM may still follow); our RST_STREAM is written, or none is owed.
+_OUTPUT_OPEN = 0
+_OUTPUT_ENDED = 1
+_OUTPUT_RESET = 2
 
 
 def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> HeaderList:
@@ -195,7 +200,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         "_in_flow",
         "_info_read",
         "_informational",
-        "_out",
+        "_output_over",
         "_recv_ended",
         "_recv_waiter",
         "_request_view",
@@ -217,7 +222,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         # shared: the reader appends, the stream task pops. Built on the first DATA
         # (a deque is ~600 bytes; most unary streams carry no body one way or the other).
         # A chunk is bytes, or a memoryview: of the reader's frame buffer (copied by
-        # ``_detach`` before the reader reuses those bytes), or of a chunk partly read.
+        # ``reader_detach`` before the reader reuses those bytes), or of a chunk partly read.
         self._chunks: deque[bytes | memoryview] | None = None
         self._recv_ended = False  # owner: reader: END_STREAM received
         self._trailers: HeaderList | None = None  # owner: reader
@@ -243,7 +248,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         # final response is queued (the first body read queues the 100).
         self._continue_pending = False
 
-        # shared: sticky, set once by whoever ends the stream abnormally (_fail).
+        # shared: sticky, set once by whoever ends the stream abnormally (core_fail).
         self._error: BaseException | None = None
 
         # -- outbound: the stream task (its opener or its handler runner included)
@@ -262,9 +267,10 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._body_rule: BodyRule | None = None
         self._body_sent = 0  # owner: stream task
 
-        # immutable after init; every field of it: owner loopy (others read, and
-        # ask for changes with control items; see _outstream.py).
-        self._out = OutStream()
+        # owner: loopy (loopy_output_ended / loopy_output_reset). Whether loopy will
+        # write more for this stream: the one fact of its output state, which lives
+        # in loopy's own table (_outstream.py), that other tasks read.
+        self._output_over = _OUTPUT_OPEN
 
         # shared: set once, by core.stream_closed, which the reader, loopy and the
         # stream task all call: both directions over (or reset); deregistered.
@@ -926,7 +932,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         new.__cause__ = err.__cause__ if err.__cause__ is not None else err
         return new
 
-    async def _wait_write_quota(self) -> None:
+    async def view_wait_write_quota(self) -> None:
         """Wait until ``send_data`` would not wait for write quota (its first loop).
 
         Checkpoint: always. On cancellation: nothing changed. Raises as ``send_data``.
@@ -943,7 +949,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         if not parked:
             await trio.lowlevel.cancel_shielded_checkpoint()
 
-    def _close_after_output(self) -> None:
+    def view_close_after_output(self) -> None:
         """End our side (if not yet ended) behind the queued output; once loopy has
         written our END_STREAM, reset with CANCEL if the peer's side is still open.
 
@@ -954,7 +960,7 @@ class H2Stream(metaclass=NoPublicConstructor):
             return
         rule = self._body_rule
         if (
-            self._out.done
+            self._output_over != _OUTPUT_OPEN
             or not self._headers_sent
             or (rule is not None and rule[1] and self._body_sent < rule[0])
         ):
@@ -991,21 +997,6 @@ class H2Stream(metaclass=NoPublicConstructor):
             if isinstance(item, Data):
                 item.release()
             raise self._core.closing_error() from exc.__cause__
-
-    def _cancel_after_end(self) -> None:
-        """The graceful close's item was written or dropped (``Data.release``, run by
-        loopy or by the task that orphans it): only a written END_STREAM
-        (``_out.done``) on a still-open stream asks for the RST. A method, not a
-        closure per close: items carry no callables (``_items.py``)."""
-        if self._out.done and not self._closed and self._error is None:
-            self.reset(ErrorCodes.CANCEL)
-
-    def _return_quota(self, size: int) -> None:
-        """``size`` bytes of queued output were framed or dropped (``Data.release``,
-        run by loopy, or by the task that orphans the item). Synchronous."""
-        self._write_quota += size
-        if self._write_quota > 0:
-            self._wake_send()
 
     def _consumed(self, n: int) -> None:
         if self._closed:
@@ -1066,9 +1057,59 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._wake_recv()
         self._wake_send()
 
-    # -- called by the reader / core (synchronously) --------------------------------
+    # ---------------------------------------------------------- the tasks' interface
+    #
+    # What the transport's own tasks call; never applications (docs/conf.py keeps
+    # these out of the API reference). Each name says who calls it: ``reader_*`` the
+    # reader, ``loopy_*`` loopy (or the task that orphans its items), ``core_*`` any
+    # task through the connection core, ``server_*`` the server's admission and
+    # handler runner, ``client_*`` the client's opener, ``view_*`` H2StreamView.
+    # No other module touches an underscore member of a stream
+    # (tests/test_stream_privacy.py).
 
-    def _holds_view(self, buf: bytearray) -> bool:
+    # -- queries (any task, synchronously) --
+
+    @property
+    def core_peer_ended(self) -> bool:
+        """The peer's END_STREAM arrived."""
+        return self._recv_ended
+
+    @property
+    def core_failed(self) -> bool:
+        """The stream has a sticky error (it was reset, or its connection ended)."""
+        return self._error is not None
+
+    @property
+    def core_end_queued(self) -> bool:
+        """Our END_STREAM is queued (by data, trailers, ``end()`` or a whole answer)."""
+        return self._end_queued
+
+    @property
+    def core_headers_sent(self) -> bool:
+        """Our header block is queued (a client's is queued by ``open_stream``)."""
+        return self._headers_sent
+
+    @property
+    def core_output_over(self) -> bool:
+        """Loopy will write nothing more for this stream: our END_STREAM or
+        RST_STREAM is written, or none is owed (``loopy_output_ended`` / ``_reset``)."""
+        return self._output_over != _OUTPUT_OPEN
+
+    @property
+    def core_output_reset(self) -> bool:
+        """Loopy wrote our RST_STREAM, or none is owed (the peer reset the stream,
+        or it never started)."""
+        return self._output_over == _OUTPUT_RESET
+
+    @property
+    def core_in_flow(self) -> StreamInFlow:
+        """The stream's inbound flow-control accounting (to read; its owners are in
+        ``__init__``)."""
+        return self._in_flow
+
+    # -- the reader --
+
+    def reader_holds_view(self, buf: bytearray) -> bool:
         """Whether a queued chunk is a view of ``buf`` (the reader's frame buffer)."""
         chunks = self._chunks
         if chunks:
@@ -1077,7 +1118,7 @@ class H2Stream(metaclass=NoPublicConstructor):
                     return True
         return False
 
-    def _detach(self, buf: bytearray) -> None:
+    def reader_detach(self, buf: bytearray) -> None:
         """The reader is about to reuse (or drop) ``buf``: the queued views of it
         become bytes. Synchronous."""
         chunks = self._chunks
@@ -1086,24 +1127,35 @@ class H2Stream(metaclass=NoPublicConstructor):
                 if type(chunk) is memoryview and chunk.obj is buf:
                     chunks[i] = chunk.tobytes()
 
-    def _on_data(self, data: bytes | memoryview, flow_controlled_length: int) -> None:
+    def reader_deliver_data(self, data: bytes | memoryview, flow_controlled_length: int) -> bool:
+        """A DATA frame's payload arrived. Returns True if a view of the reader's
+        frame buffer was queued as it is (the reader then remembers this stream as
+        holding one); a view arriving while older chunks wait unread is copied."""
         self._in_flow.on_data(flow_controlled_length)
         padding = flow_controlled_length - len(data)
         if padding:
             # Padding is never read by the application: count it as read at once.
             self._consumed(padding)
+        holds = False
         if data:
             chunks = self._chunks
             if chunks is None:
                 chunks = self._chunks = deque()
+            if type(data) is memoryview:
+                if chunks:
+                    data = data.tobytes()  # its application is behind (see above)
+                else:
+                    holds = True
             chunks.append(data)
         self._wake_recv()
+        return holds
 
-    def _on_headers(self, headers: HeaderList) -> None:
+    def reader_deliver_headers(self, headers: HeaderList) -> None:
+        """The peer's header block (a client's response) arrived."""
         self._headers = headers
         self._wake_recv()
 
-    def _on_informational(self, headers: HeaderList) -> None:
+    def reader_deliver_informational(self, headers: HeaderList) -> None:
         """A 1xx response arrived (client; at most ``_h2state.MAX_INFORMATIONAL``)."""
         info = self._informational
         if info is None:
@@ -1111,15 +1163,134 @@ class H2Stream(metaclass=NoPublicConstructor):
         info.append(headers)
         self._wake_recv()
 
-    def _on_trailers(self, headers: HeaderList) -> None:
+    def reader_deliver_trailers(self, headers: HeaderList) -> None:
+        """The peer's trailers arrived (its END_STREAM follows)."""
         self._trailers = headers
 
-    def _on_end(self) -> None:
+    def reader_deliver_end(self) -> None:
+        """The peer's END_STREAM arrived."""
         self._recv_ended = True
         self._wake_recv()
 
-    def _fail(self, error: BaseException) -> None:
+    def reader_new_window_limit(self, window: int) -> None:
+        """The BDP estimate grew the stream windows (SETTINGS credits the peer)."""
+        self._in_flow.new_limit(window)
+
+    # -- loopy --
+
+    def loopy_output_ended(self) -> None:
+        """Loopy wrote our END_STREAM: nothing more goes out (an RST_STREAM may)."""
+        if self._output_over == _OUTPUT_OPEN:
+            self._output_over = _OUTPUT_ENDED
+
+    def loopy_output_reset(self) -> None:
+        """Loopy wrote our RST_STREAM, or none is owed: nothing more goes out."""
+        self._output_over = _OUTPUT_RESET
+
+    def loopy_released(self, quota: int, cancel_after: bool) -> None:
+        """A ``Data`` item was framed or dropped (``Data.release``, run by loopy or by
+        the task that orphans it): ``quota`` bytes of write quota come back, and the
+        graceful close's item (``cancel_after``) lets the stream reset itself if its
+        END_STREAM was written while the peer's side is open. A method, not a
+        closure per close: items carry no callables (``_items.py``)."""
+        if quota:
+            self._write_quota += quota
+            if self._write_quota > 0:
+                self._wake_send()
+        if (
+            cancel_after
+            and self._output_over != _OUTPUT_OPEN
+            and not self._closed
+            and self._error is None
+        ):
+            self.reset(ErrorCodes.CANCEL)
+
+    # -- the connection core (any task) --
+
+    def core_fail(self, error: BaseException) -> None:
         """Make ``error`` sticky and wake every waiter. Idempotent (first error wins)."""
         if self._error is None:
             self._error = error
         self._wake()
+
+    def core_close(self) -> bool:
+        """Both directions are over, or the stream was reset: mark it closed, give
+        back the window its unread bytes hold, wake its waiters. Returns False if it
+        was closed already (nothing done). Synchronous."""
+        if self._closed:
+            return False
+        self._closed = True
+        flow = self._in_flow
+        if flow.pending_data:
+            flow.release()
+            self._core.connection_window_freed()
+        else:
+            flow.release()
+        self._wake()
+        return True
+
+    def core_cancel_handler(self, kind: CancelKind, code: int | None) -> None:
+        """Cancel a server stream's handler, recording why (the first reason wins:
+        a deadline scope (``move_on_at``) already cancelled is the reason). Nothing
+        on a client stream: its task is the user's, not ours to cancel."""
+        scope = self._cancel_scope
+        if scope is None:
+            return
+        if self._cancel_reason is None:
+            deadline = self._deadline_scope
+            if deadline is not None and deadline.cancel_called:
+                self._cancel_reason = DEADLINE
+            else:
+                self._cancel_reason = CancelReason._make(kind, code)
+        scope.cancel()
+
+    # -- the server (admission, in the reader; the handler runner) --
+
+    def server_admit(self, *, expects_continue: bool) -> trio.CancelScope:
+        """The server admitted this stream: make the handler's cancel scope (here,
+        not in the handler task: a reset before the handler first runs must still
+        cancel it) and note whether the request waits for a 100 (RFC 9110 §10.1.1:
+        the handler's first read sends it, ``_send_continue``)."""
+        self._continue_pending = expects_continue
+        scope = self._cancel_scope = trio.CancelScope()
+        return scope
+
+    @property
+    def server_handler_scope(self) -> trio.CancelScope:
+        """The handler's cancel scope (``server_admit`` made it)."""
+        scope = self._cancel_scope
+        assert scope is not None
+        return scope
+
+    def server_answer(self, headers: Sequence[tuple[bytes, bytes]], body: bytes) -> bool:
+        """Queue a whole response (``headers``, then ``body`` with END_STREAM; no body
+        to HEAD, RFC 9110 §9.3.2) if nothing was sent yet. Synchronous. Returns False
+        (nothing queued) if headers were sent, or the stream or the connection is
+        over."""
+        if self._headers_sent or self._closed or self._error is not None:
+            return False
+        head = (b":method", b"HEAD") in (self._headers or ())
+        try:
+            self._put_output(Headers(self, headers, head))
+        except ConnectionClosingError:
+            return False
+        self._headers_sent = True
+        if not head:
+            self._put_output(Data(self, body, True))
+        self._end_queued = True
+        return True
+
+    # -- the client's opener (the user's task) --
+
+    def client_opened(self, body_rule: BodyRule | None, *, end_stream: bool) -> None:
+        """``open_stream`` queued the request's HEADERS (with END_STREAM, or not)."""
+        self._headers_sent = True
+        self._body_rule = body_rule
+        if end_stream:
+            self._end_queued = True
+
+    # -- H2StreamView (the stream task) --
+
+    def view_raise_if_failed(self) -> None:
+        """Raise (a copy of) the stream's sticky error, if it has one."""
+        self._raise_if_error()
