@@ -58,14 +58,14 @@ def _class_members(cls: ast.ClassDef) -> set[str]:
                             for e in node.value.elts
                             if isinstance(e, ast.Constant) and isinstance(e.value, str)
                         )
-    for node in ast.walk(cls):
+    for sub in ast.walk(cls):
         if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.ctx, ast.Store)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "self"
+            isinstance(sub, ast.Attribute)
+            and isinstance(sub.ctx, ast.Store)
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id == "self"
         ):
-            names.add(node.attr)
+            names.add(sub.attr)
     return names
 
 
@@ -121,9 +121,7 @@ def test_no_module_touches_a_streams_underscore_members() -> None:
             continue
         rel = path.relative_to(PACKAGE).as_posix()
         found += violations(path.read_text(), rel, private, shared)
-    assert not found, "underscore members of H2Stream used outside _stream.py:\n" + "\n".join(
-        found
-    )
+    assert not found, "underscore members of H2Stream used outside _stream.py:\n" + "\n".join(found)
 
 
 def test_a_planted_violation_is_caught() -> None:

@@ -172,7 +172,7 @@ async def _send_body(stream: H2Stream, body: AsyncIterable[bytes]) -> None:
         async for chunk in body:
             await stream.send_data(chunk)
         await stream.end()
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
+    except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
         if not stream.core_failed:
             raise
         # The stream failed (a reset, the connection's end): the task reading the

@@ -40,9 +40,14 @@ if TYPE_CHECKING:
     from ._connection import ConnectionCore
     from ._streamview import H2StreamView
 
-__all__ = ["CONTINUE_RESPONSE", "H2Stream", "HeaderList"]
+__all__ = ["CONTINUE_RESPONSE", "H2Stream", "HeaderList", "TASK_INTERFACE_PREFIXES"]
 
 HeaderList = list[tuple[bytes, bytes]]
+
+#: The prefixes of H2Stream's members that the transport's own tasks call (the
+#: tasks' interface, at the end of the class): not for applications, so the API
+#: reference (docs/conf.py) and tests/test_exports.py leave them out.
+TASK_INTERFACE_PREFIXES = ("reader_", "loopy_", "core_", "server_", "client_", "view_")
 
 # H2Stream._output_over: loopy may write more; our END_STREAM is written (an
 # RST_STREAM may still follow); our RST_STREAM is written, or none is owed.
@@ -1060,10 +1065,11 @@ class H2Stream(metaclass=NoPublicConstructor):
     # ---------------------------------------------------------- the tasks' interface
     #
     # What the transport's own tasks call; never applications (docs/conf.py keeps
-    # these out of the API reference). Each name says who calls it: ``reader_*`` the
-    # reader, ``loopy_*`` loopy (or the task that orphans its items), ``core_*`` any
-    # task through the connection core, ``server_*`` the server's admission and
-    # handler runner, ``client_*`` the client's opener, ``view_*`` H2StreamView.
+    # these out of the API reference: TASK_INTERFACE_PREFIXES). Each name says who
+    # calls it: ``reader_*`` the reader, ``loopy_*`` loopy (or the task that orphans
+    # its items), ``core_*`` any task through the connection core, ``server_*`` the
+    # server's admission and handler runner, ``client_*`` the client's opener,
+    # ``view_*`` H2StreamView.
     # No other module touches an underscore member of a stream
     # (tests/test_stream_privacy.py).
 

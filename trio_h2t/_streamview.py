@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, TypeVar, TypeVarTuple, final
 import trio
 from h2.errors import ErrorCodes
 
+from ._exceptions import LocalProtocolError
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
             try:
                 result = await operation(*args)
                 finished = True
-            except trio.BrokenResourceError as exc:
+            except (trio.BrokenResourceError, LocalProtocolError) as exc:
                 self._check_open_after(exc)
                 raise
             finally:
