@@ -564,10 +564,10 @@ class ConnectionMachine(RuleBasedStateMachine):
             with side.scope:
                 await self._run_side(side)
         finally:
-            scope = stream._cancel_scope
+            scope = stream.server_handler_scope
             if (
-                not stream._headers_sent
-                and not stream._closed
+                not stream.core_headers_sent
+                and not stream.core_closed
                 and stream._error is None
                 and scope is not None
                 and not scope.cancel_called
@@ -666,7 +666,7 @@ class ConnectionMachine(RuleBasedStateMachine):
         if op == "finish" and (side.recv_end or side.recv_failed):
             return
         failed_before, error_before = side.recv_failed, stream._error
-        peer_done_before = stream._recv_ended
+        peer_done_before = stream.core_peer_ended
         before = len(side.received)
         try:
             if side.who == CLIENT and not side.headers_received:
@@ -958,7 +958,7 @@ class ConnectionMachine(RuleBasedStateMachine):
     def _local_reset(self, side: Side, code: int) -> None:
         stream = side.stream
         assert stream is not None
-        first = stream._error is None and not stream._closed
+        first = stream._error is None and not stream.core_closed
         stream.reset(code)
         side.self_reset = first
 
@@ -1158,7 +1158,7 @@ class ConnectionMachine(RuleBasedStateMachine):
             stream = side.stream
             if stream is None:
                 continue
-            assert stream._closed, f"{side!r}: stream open after the connection ended"
+            assert stream.core_closed, f"{side!r}: stream open after the connection ended"
             assert stream._write_quota == cfg.write_quota, (
                 f"{side!r}: {cfg.write_quota - stream._write_quota} bytes of write quota "
                 "not released after the connection ended"
@@ -1206,7 +1206,7 @@ class ConnectionMachine(RuleBasedStateMachine):
             flow = stream._in_flow
             buffered = sum(len(c) for c in stream._chunks or ())
             total += buffered
-            if not stream._closed:
+            if not stream.core_closed:
                 side.max_window = max(side.max_window, flow.limit + flow.delta)
                 assert flow.pending_data <= flow.limit + flow.delta, (
                     f"{side!r}: {flow.pending_data} unread bytes exceed the window "
@@ -1253,10 +1253,12 @@ class ConnectionMachine(RuleBasedStateMachine):
                         f"{side!r}: {role} still blocked in {op} after the connection "
                         f"ended ({core.error!r})"
                     )
-                    assert not stream._closed, f"{side!r}: {role} blocked on a closed stream"
+                    assert not stream.core_closed, f"{side!r}: {role} blocked on a closed stream"
         core = self._core(CLIENT)
         if core is not None and core.error is None and not self.client_done:
-            live = [m.c for m in self.streams if m.c.stream is not None and not m.c.stream._closed]
+            live = [
+                m.c for m in self.streams if m.c.stream is not None and not m.c.stream.core_closed
+            ]
             assert core._open_outbound == len(live), (
                 f"client stream quota: {core._open_outbound} counted, {len(live)} open"
             )
@@ -1331,9 +1333,9 @@ class ConnectionMachine(RuleBasedStateMachine):
                 f"with stream window {window} and connection window "
                 f"{tx_core.h2.outbound_flow_control_window}"
             )
-        if rs._closed or rs._recv_ended or rs._error is not None or window is None:
+        if rs.core_closed or rs.core_peer_ended or rs._error is not None or window is None:
             return
-        if ts._closed or ts.core_output_over or ts._error is not None:
+        if ts.core_closed or ts.core_output_over or ts._error is not None:
             return
         flow = rs._in_flow
         believed = flow.limit + flow.delta - flow.pending_data - flow.pending_update
@@ -1435,8 +1437,8 @@ class ConnectionMachine(RuleBasedStateMachine):
             and side.done
             and not side.errors
             and side.end_sent
-            and stream._closed
-            and stream._recv_ended
+            and stream.core_closed
+            and stream.core_peer_ended
             and (core.error is not None or core.cbuf.finished)
         )
 
@@ -1467,14 +1469,14 @@ class ConnectionMachine(RuleBasedStateMachine):
             and model.c.complete
             and not model.c.errors
             and client_stream is not None
-            and client_stream._closed
+            and client_stream.core_closed
             and client_stream._error is None
             and stream is not None
             and core is not None
             and side.done
             and not side.errors
             and side.end_sent
-            and stream._closed
+            and stream.core_closed
             and core.error is not None
         )
 
@@ -1556,7 +1558,7 @@ class ConnectionMachine(RuleBasedStateMachine):
                 assert stream._write_quota == cfg.write_quota, (
                     f"{side!r}: write quota leaked ({stream._write_quota} of {cfg.write_quota})"
                 )
-                assert stream._closed, f"{side!r}: stream still open after the world ended"
+                assert stream.core_closed, f"{side!r}: stream still open after the world ended"
         for who in (CLIENT, SERVER):
             core = self._core(who)
             assert core is not None

@@ -206,3 +206,16 @@ def test_protocol_errors_are_named_by_the_side_that_failed() -> None:
     for err, code in ((remote, ErrorCodes.FRAME_SIZE_ERROR), (local, ErrorCodes.INTERNAL_ERROR)):
         assert isinstance(err, trio_h2t.H2ProtocolError)
         assert err.error_code == code
+
+
+def test_grpc_reports_our_own_framing_failure_as_internal() -> None:
+    """trio_h2t.grpc's client maps a LocalProtocolError (no longer a
+    BrokenResourceError) to INTERNAL, and still catches it as a transport error."""
+    from trio_h2t.grpc import StatusCode
+    from trio_h2t.grpc._client import _TRANSPORT_ERRORS, _error_from_transport
+
+    local = trio_h2t.LocalProtocolError("could not frame", error_code=ErrorCodes.INTERNAL_ERROR)
+    assert isinstance(local, _TRANSPORT_ERRORS)
+    code, details = _error_from_transport(local)
+    assert code is StatusCode.INTERNAL
+    assert "could not frame" in details

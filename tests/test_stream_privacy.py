@@ -17,6 +17,11 @@ reports an attribute access ``X._name`` (``X`` not ``self`` or ``cls``) outside
 - ``X`` is the class ``H2Stream`` itself, and ``_name`` is any underscore name but
   ``_create`` (the factory of ``NoPublicConstructor``).
 
+It also reports a *write* outside ``_stream.py`` to one of the stream's fields that
+the tasks read directly (``core_closed``, ``core_peer_ended``, ``core_output_over``...:
+its ``__slots__`` named with a ``TASK_INTERFACE_PREFIXES`` prefix): those change only
+through the stream's methods.
+
 (h2's own stream objects, which ``_h2fast.py`` reaches into, have other names.)
 """
 
@@ -27,6 +32,7 @@ import re
 from pathlib import Path
 
 import trio_h2t
+from trio_h2t._stream import TASK_INTERFACE_PREFIXES
 
 PACKAGE = Path(trio_h2t.__file__).parent
 STREAM_MODULE = PACKAGE / "_stream.py"
@@ -69,6 +75,13 @@ def _class_members(cls: ast.ClassDef) -> set[str]:
     return names
 
 
+def _stream_fields() -> set[str]:
+    """H2Stream's fields the transport's tasks read directly (and never write)."""
+    return {
+        name for name in trio_h2t.H2Stream.__slots__ if name.startswith(TASK_INTERFACE_PREFIXES)
+    }
+
+
 def _stream_private_names() -> tuple[set[str], set[str]]:
     """H2Stream's private names, and those of them another package class also has."""
     tree = ast.parse(STREAM_MODULE.read_text(), str(STREAM_MODULE))
@@ -91,16 +104,24 @@ def _receiver_name(node: ast.expr) -> str | None:
     return None
 
 
-def violations(source: str, filename: str, private: set[str], shared: set[str]) -> list[str]:
-    """Each access to an H2Stream underscore member in ``source``, as ``file:line``."""
+def violations(
+    source: str, filename: str, private: set[str], shared: set[str], fields: set[str]
+) -> list[str]:
+    """Each access to an H2Stream underscore member in ``source``, and each write to
+    one of its ``fields``, as ``file:line: expression``."""
     found: list[str] = []
     for node in ast.walk(ast.parse(source, filename)):
-        if not isinstance(node, ast.Attribute) or not _is_private(node.attr):
+        if not isinstance(node, ast.Attribute):
             continue
         receiver = _receiver_name(node.value)
         if receiver in ("self", "cls"):
             continue
         where = f"{filename}:{node.lineno}: {ast.unparse(node)}"
+        if node.attr in fields and isinstance(node.ctx, ast.Store | ast.Del):
+            found.append(where)
+            continue
+        if not _is_private(node.attr):
+            continue
         if receiver == "H2Stream":
             if node.attr not in ALLOWED_ON_CLASS:
                 found.append(where)
@@ -114,13 +135,15 @@ def violations(source: str, filename: str, private: set[str], shared: set[str]) 
 def test_no_module_touches_a_streams_underscore_members() -> None:
     """Outside _stream.py no module reads or writes an underscore member of a stream."""
     private, shared = _stream_private_names()
+    fields = _stream_fields()
     assert len(private) > 20, sorted(private)  # the scan found H2Stream's members
+    assert "core_closed" in fields
     found: list[str] = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path == STREAM_MODULE:
             continue
         rel = path.relative_to(PACKAGE).as_posix()
-        found += violations(path.read_text(), rel, private, shared)
+        found += violations(path.read_text(), rel, private, shared, fields)
     assert not found, "underscore members of H2Stream used outside _stream.py:\n" + "\n".join(found)
 
 
@@ -141,7 +164,10 @@ def f(stream, item, found, other, conn):
     conn._core                           # another class's member of a shared name
     stream.closed                        # public: allowed
     stream._expected_content_length      # not H2Stream's (h2's stream): allowed
+    out.stream.core_closed = True        # a write to a field the tasks only read
+    stream.core_end_queued |= True       # the same, augmented
+    if stream.core_closed: pass          # reading it: allowed
 """
-    found = violations(planted, "planted.py", private, shared)
+    found = violations(planted, "planted.py", private, shared, _stream_fields())
     lines = sorted(int(v.split(":")[1]) for v in found)
-    assert lines == [3, 4, 5, 6, 7], found
+    assert lines == [3, 4, 5, 6, 7, 12, 13], found

@@ -116,7 +116,7 @@ class _StreamOpener:
         # Not a checkpoint: leaving never blocks.
         stream = self._stream
         assert stream is not None
-        if stream.closed:
+        if stream.core_closed:
             return
         if exc is not None or not (
             stream.core_end_queued and stream.core_peer_ended and not stream.core_failed
@@ -132,7 +132,7 @@ class _StreamOpener:
         """Loopy framed the HEADERS."""
         stream = self._stream
         assert stream is not None
-        if stream.closed:  # reset before its HEADERS went out
+        if stream.core_closed:  # reset before its HEADERS went out
             stream.stream_id = stream_id
             return
         self._core.register_client_stream(stream, stream_id)

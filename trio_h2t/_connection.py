@@ -358,7 +358,7 @@ class ConnectionCore:
 
     def reset_stream(self, stream: H2Stream, code: int, error: BaseException | None) -> None:
         """Reset ``stream`` from a stream task: fail it now, RST_STREAM via loopy."""
-        if stream.closed:
+        if stream.core_closed:
             return
         if error is not None:
             stream.core_fail(error)

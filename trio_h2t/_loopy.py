@@ -523,12 +523,13 @@ class Loopy:
             # docs/architecture.md, "Allocations per write").
             if type(item) is Data:
                 stream = item.stream
-                out = self._outs.get(stream.stream_id)
-                if out is None:
-                    out = self._entry(stream)
-                    if out is None:  # its output is over: nothing more is written
-                        item.release()
+                sid = stream.stream_id
+                out = self._outs.get(sid)
+                if out is None:  # the stream's first item: make its entry
+                    if not sid or stream.core_output_over:
+                        item.release()  # its output is over: nothing more is written
                         return
+                    out = self._outs[sid] = OutStream(stream)
                 self._queue_output(out, item)
                 return
             # ``match`` with class patterns, most frequent first (HEADERS carry every
@@ -539,9 +540,13 @@ class Loopy:
             # ``type(x) is`` dispatch"). No item class subclasses another.
             match item:
                 case Headers():
-                    out = self._entry(item.stream)
-                    if out is None:
-                        return  # its output is over
+                    stream = item.stream
+                    sid = stream.stream_id
+                    out = self._outs.get(sid)
+                    if out is None:  # the stream's first item: make its entry
+                        if not sid or stream.core_output_over:
+                            return  # its output is over
+                        out = self._outs[sid] = OutStream(stream)
                     if out.state == OUT_EMPTY:
                         self._write_headers(out, item)  # nothing queued: write at once
                     else:
@@ -553,7 +558,7 @@ class Loopy:
                     if target is None:
                         h2.increment_flow_control_window(item.increment)
                         self._frames += 1
-                    elif not target.closed and target.stream_id:
+                    elif not target.core_closed and target.stream_id:
                         try:
                             h2.increment_flow_control_window(item.increment, target.stream_id)
                             self._frames += 1
@@ -696,7 +701,7 @@ class Loopy:
                 out.rst_on_end = True  # _local_end resets
             # (No entry, output not over: h2 closed the stream and its output was
             # dropped; no END_STREAM will be written.)
-        elif not stream.core_peer_ended and not stream.closed:
+        elif not stream.core_peer_ended and not stream.core_closed:
             self._reset(stream, error_code)
             self._core.stream_closed(stream)
 
@@ -713,17 +718,6 @@ class Loopy:
                 pass  # already closed in h2: no RST is needed
 
     # ------------------------------------------------------------------ data
-
-    def _entry(self, stream: H2Stream) -> OutStream | None:
-        """Loopy's output entry for ``stream``, made on first use; None once its
-        output is over, or while a client stream has no id (it did not start)."""
-        sid = stream.stream_id
-        out = self._outs.get(sid)
-        if out is None:
-            if not sid or stream.core_output_over:
-                return None
-            out = self._outs[sid] = OutStream(stream)
-        return out
 
     def _queue_output(self, out: OutStream, item: Data | Headers) -> None:
         queue = out.queue
@@ -901,7 +895,7 @@ class Loopy:
     def _drop_output(self, out: OutStream) -> None:
         """Forget a stream's entry and queued output, releasing its data (write
         quota). An item for it that comes later makes a new entry, unless its output
-        is over (``_entry``)."""
+        is over (``_handle``)."""
         self._outs.pop(out.stream.stream_id, None)
         if out.state == OUT_ACTIVE:
             with contextlib.suppress(ValueError):

@@ -240,7 +240,7 @@ class _Admission:
         limit = self._inbound_stream_limit()
         while waiting and core.handlers_running < limit:
             stream = waiting.popleft()
-            if stream.closed:
+            if stream.core_closed:
                 continue  # reset (or the connection ended) while it waited
             core.handlers_running += 1
             self._nursery.start_soon(self.run_handler, stream, name=f"h2-stream-{stream.stream_id}")
@@ -257,6 +257,7 @@ class _Admission:
             core = self._core
             handler = self._handler
             scope = stream.server_handler_scope
+            assert scope is not None  # made at admission
             raised = outside = False
             try:
                 with scope:
@@ -293,7 +294,7 @@ class _Admission:
                         "handler for stream %d returned without a response; answered 500",
                         stream.stream_id,
                     )
-                if not stream.closed:
+                if not stream.core_closed:
                     if stream.core_end_queued and not stream.core_failed:
                         # The response is complete: close the request side too
                         # (RST_STREAM(NO_ERROR) after the response, if still open).
@@ -336,6 +337,8 @@ class _Admission:
         Returns False (nothing queued) if headers were sent, or the stream or the
         connection is over; the caller then resets the stream.
         """
+        if stream.core_headers_sent:
+            return False  # the usual case, without a call
         return stream.server_answer(INTERNAL_ERROR_RESPONSE, INTERNAL_ERROR_BODY)
 
 

@@ -49,12 +49,6 @@ HeaderList = list[tuple[bytes, bytes]]
 #: reference (docs/conf.py) and tests/test_exports.py leave them out.
 TASK_INTERFACE_PREFIXES = ("reader_", "loopy_", "core_", "server_", "client_", "view_")
 
-# H2Stream._output_over: loopy may write more; our END_STREAM is written (an
-# RST_STREAM may still follow); our RST_STREAM is written, or none is owed.
-_OUTPUT_OPEN = 0
-_OUTPUT_ENDED = 1
-_OUTPUT_RESET = 2
-
 
 def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> HeaderList:
     # A list or tuple of tuples of bytes (what the gRPC layer and most callers pass)
@@ -192,26 +186,27 @@ class H2Stream(metaclass=NoPublicConstructor):
         "_body_rule",
         "_body_sent",
         "_cancel_reason",
-        "_cancel_scope",
         "_chunks",
-        "_closed",
         "_continue_pending",
         "_core",
         "_deadline_scope",
-        "_end_queued",
         "_error",
         "_headers",
-        "_headers_sent",
         "_in_flow",
         "_info_read",
         "_informational",
-        "_output_over",
-        "_recv_ended",
         "_recv_waiter",
         "_request_view",
         "_send_waiter",
         "_trailers",
         "_write_quota",
+        "core_closed",
+        "core_end_queued",
+        "core_headers_sent",
+        "core_output_over",
+        "core_output_reset",
+        "core_peer_ended",
+        "server_handler_scope",
         "stream_id",
     )
 
@@ -229,7 +224,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         # A chunk is bytes, or a memoryview: of the reader's frame buffer (copied by
         # ``reader_detach`` before the reader reuses those bytes), or of a chunk partly read.
         self._chunks: deque[bytes | memoryview] | None = None
-        self._recv_ended = False  # owner: reader: END_STREAM received
+        self.core_peer_ended = False  # owner: reader: END_STREAM received
         self._trailers: HeaderList | None = None  # owner: reader
         # shared: the reader (on_data, new_limit), the stream task (on_read, request),
         # stream_closed in any task (release); each call synchronous.
@@ -257,9 +252,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._error: BaseException | None = None
 
         # -- outbound: the stream task (its opener or its handler runner included)
-        self._headers_sent = headers is None  # owner: stream task; client: by open_stream
+        self.core_headers_sent = headers is None  # owner: stream task; client: by open_stream
         # owner: stream task. END_STREAM queued (by data, trailers or end()).
-        self._end_queued = False
+        self.core_end_queued = False
         # shared: -= by the stream task; += by the Data item's release, run by
         # loopy once written, or by the task that finishes the control buffer
         # (orphaning). May go negative: one big write is admitted.
@@ -272,17 +267,21 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._body_rule: BodyRule | None = None
         self._body_sent = 0  # owner: stream task
 
-        # owner: loopy (loopy_output_ended / loopy_output_reset). Whether loopy will
-        # write more for this stream: the one fact of its output state, which lives
-        # in loopy's own table (_outstream.py), that other tasks read.
-        self._output_over = _OUTPUT_OPEN
+        # owner: loopy (loopy_output_ended / loopy_output_reset); any task reads.
+        # Whether loopy will write more for this stream, the one fact of its output
+        # state (which lives in loopy's own table, _outstream.py) other tasks read:
+        # our END_STREAM or RST_STREAM is written, or none is owed.
+        self.core_output_over = False
+        # owner: loopy, as core_output_over: our RST_STREAM is written, or none is
+        # owed (the peer reset the stream, or it never started).
+        self.core_output_reset = False
 
         # shared: set once, by core.stream_closed, which the reader, loopy and the
         # stream task all call: both directions over (or reset); deregistered.
-        self._closed = False
+        self.core_closed = False
         #: Server only: the handler's cancel scope (cancelled if the peer resets).
         #: Owner: reader (set once, at admission).
-        self._cancel_scope: trio.CancelScope | None = None
+        self.server_handler_scope: trio.CancelScope | None = None
         #: Server only: why the core cancelled that scope; set once, with the cancel.
         #: Shared: core.cancel_handler, from the reader (a reset) or fail() (any task).
         self._cancel_reason: CancelReason | None = None
@@ -293,7 +292,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._request_view: Request | None = None
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self.core_closed else "open"
         return f"<trio_h2t.H2Stream id={self.stream_id} {state}>"
 
     # ------------------------------------------------------------------ receiving
@@ -371,7 +370,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         Raises RuntimeError on a client stream (its task is the caller's own: time it
         with ``trio.move_on_at``).
         """
-        if self._cancel_scope is None:
+        if self.server_handler_scope is None:
             raise RuntimeError("stream.move_on_at exists only on a server stream")
         scope = trio.CancelScope(deadline=deadline)
         self._deadline_scope = scope
@@ -393,7 +392,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint_if_cancelled()
         while self._headers is None:
             self._raise_if_error()
-            if self._recv_ended:
+            if self.core_peer_ended:
                 raise StreamResetError(self.stream_id, ErrorCodes.PROTOCOL_ERROR, remote=False)
             self._enter_recv_wait()
             await trio.lowlevel.wait_task_rescheduled(self._abort_recv)
@@ -437,7 +436,7 @@ class H2Stream(metaclass=NoPublicConstructor):
                 block = info[self._info_read]
                 self._info_read += 1
                 break
-            if self._headers is not None or self._recv_ended:
+            if self._headers is not None or self.core_peer_ended:
                 block = None
                 break
             self._raise_if_error()
@@ -471,14 +470,14 @@ class H2Stream(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._continue_pending:
             self._send_continue()
-        if self._error is not None and not self._recv_ended:
+        if self._error is not None and not self.core_peer_ended:
             # A failed stream whose peer had not finished: what is buffered is an
             # incomplete body, so it is not handed out (only a peer that completed
             # its side, e.g. before a RST_STREAM(NO_ERROR), leaves it readable).
             self._raise_if_error()
         parked = False
         while not self._chunks:
-            if self._recv_ended:
+            if self.core_peer_ended:
                 if not parked:
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 return b""
@@ -513,10 +512,10 @@ class H2Stream(metaclass=NoPublicConstructor):
             raise ValueError(f"max_bytes must be >= 1, not {max_bytes}")
         if self._continue_pending:
             self._send_continue()
-        if self._error is not None and not self._recv_ended:
+        if self._error is not None and not self.core_peer_ended:
             self._raise_if_error()  # an incomplete body is not handed out (receive_some)
         if not self._chunks:
-            if self._recv_ended:
+            if self.core_peer_ended:
                 return b""
             self._raise_if_error()
             raise trio.WouldBlock
@@ -567,11 +566,11 @@ class H2Stream(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._continue_pending:
             self._send_continue()
-        if self._error is not None and not self._recv_ended:
+        if self._error is not None and not self.core_peer_ended:
             self._raise_if_error()  # an incomplete body is not handed out (receive_some)
         parked = False
         while not self._chunks:
-            if self._recv_ended:
+            if self.core_peer_ended:
                 if not parked:
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 return 0
@@ -686,7 +685,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         queued then.
         """
         _check_bool(end_stream, "end_stream")
-        if self._headers_sent:
+        if self.core_headers_sent:
             raise RuntimeError("headers were already sent on this stream")
         self._check_can_send()
         block, rule = _block_to_send(headers, response=True, trailer=False)
@@ -695,11 +694,11 @@ class H2Stream(metaclass=NoPublicConstructor):
         if end_stream and rule is not None and rule[1] and rule[0]:
             raise ValueError(_short_body(0, rule))
         self._put_output(Headers(self, block, end_stream))
-        self._headers_sent = True
+        self.core_headers_sent = True
         self._body_rule = rule
         self._continue_pending = False  # a final answer: no 100 is owed any more
         if end_stream:
-            self._end_queued = True
+            self.core_end_queued = True
 
     async def send_informational(self, headers: Sequence[tuple[bytes | str, bytes | str]]) -> None:
         """Queue an informational (1xx) response, before the final :meth:`send_headers`
@@ -722,7 +721,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._core.client_side:
             raise RuntimeError("send_informational() is for server streams")
-        if self._headers_sent:
+        if self.core_headers_sent:
             raise RuntimeError("send_informational() must come before send_headers()")
         self._check_can_send()
         block = _as_header_list(headers)
@@ -805,9 +804,9 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     def _queue_data(self, data: bytes | bytearray | memoryview, end_stream: bool) -> None:
         """Queue ``data`` for loopy (``send_data`` once there is write quota)."""
-        if self._error is not None or self._end_queued:  # inline: no call as a rule
+        if self._error is not None or self.core_end_queued:  # inline: no call as a rule
             self._check_can_send()
-        if not self._headers_sent:
+        if not self.core_headers_sent:
             raise RuntimeError("send_headers() must come before send_data()")
         if isinstance(data, memoryview) and (
             data.ndim != 1 or data.itemsize != 1 or not data.c_contiguous
@@ -827,7 +826,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._write_quota -= size
         self._put_output(Data(self, data, end_stream, size))
         if end_stream:
-            self._end_queued = True
+            self.core_end_queued = True
 
     async def send_trailers(self, headers: Sequence[tuple[bytes | str, bytes | str]]) -> None:
         """Queue trailers; they end the stream and go out after all queued data.
@@ -852,14 +851,14 @@ class H2Stream(metaclass=NoPublicConstructor):
         queued then.
         """
         self._check_can_send()
-        if not self._headers_sent:
+        if not self.core_headers_sent:
             raise RuntimeError("send_headers() must come before send_trailers()")
         block, _ = _block_to_send(headers, response=False, trailer=True)
         rule = self._body_rule
         if rule is not None and rule[1] and self._body_sent < rule[0]:
             raise ValueError(_short_body(self._body_sent, rule))
         self._put_output(Headers(self, block, True))
-        self._end_queued = True
+        self.core_end_queued = True
 
     async def end(self) -> None:
         """End our side of the stream (an empty DATA frame with END_STREAM).
@@ -880,7 +879,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         """
         if not 0 <= _check_int(error_code, "error_code") <= 0xFFFFFFFF:
             raise ValueError(f"error_code must be in 0..2**32-1, not {error_code}")
-        if self._closed:
+        if self.core_closed:
             return
         # This side closed it: later calls raise ClosedResourceError (trio's "you
         # closed it"), not the BrokenResourceError family used for the peer's resets.
@@ -909,7 +908,7 @@ class H2Stream(metaclass=NoPublicConstructor):
     @property
     def closed(self) -> bool:
         """True once both directions are over, or the stream was reset."""
-        return self._closed
+        return self.core_closed
 
     # ------------------------------------------------------------------ internals
 
@@ -961,12 +960,12 @@ class H2Stream(metaclass=NoPublicConstructor):
         Synchronous: a graceful close that never waits. Until the peer's window lets
         the queued output out, the stream stays open (the connection's close ends it).
         """
-        if self._closed or self._error is not None:
+        if self.core_closed or self._error is not None:
             return
         rule = self._body_rule
         if (
-            self._output_over != _OUTPUT_OPEN
-            or not self._headers_sent
+            self.core_output_over
+            or not self.core_headers_sent
             or (rule is not None and rule[1] and self._body_sent < rule[0])
         ):
             # Nothing more of ours can go out in order, or ending here would cut
@@ -975,24 +974,29 @@ class H2Stream(metaclass=NoPublicConstructor):
             return
 
         try:
-            self._put_output(Data(self, b"", not self._end_queued, cancel_after=True))
+            self._put_output(Data(self, b"", not self.core_end_queued, cancel_after=True))
         except ConnectionClosingError:
             self.reset(ErrorCodes.CANCEL)
             return
-        self._end_queued = True
+        self.core_end_queued = True
 
     def _send_continue(self) -> None:
         """Queue the 100 (Continue) the request's ``expect: 100-continue`` asks for
         (RFC 9110 §10.1.1), on the handler's first body read. Synchronous."""
         self._continue_pending = False
-        if self._headers_sent or self._end_queued or self._error is not None or self._recv_ended:
+        if (
+            self.core_headers_sent
+            or self.core_end_queued
+            or self._error is not None
+            or self.core_peer_ended
+        ):
             return
         with contextlib.suppress(ConnectionClosingError):
             self._core.cbuf.put(Headers(self, CONTINUE_RESPONSE, False))
 
     def _check_can_send(self) -> None:
         self._raise_if_error()
-        if self._end_queued:
+        if self.core_end_queued:
             raise trio.ClosedResourceError("this side already ended the stream")
 
     def _put_output(self, item: Data | Headers) -> None:
@@ -1004,12 +1008,12 @@ class H2Stream(metaclass=NoPublicConstructor):
             raise self._core.closing_error() from exc.__cause__
 
     def _consumed(self, n: int) -> None:
-        if self._closed:
+        if self.core_closed:
             return  # the window was released with the stream; nothing is owed
         flow = self._in_flow
         inc = flow.on_read(n)
         # Once the peer ended the stream it cannot send more: no update is owed.
-        if inc and not self._recv_ended and self._error is None:
+        if inc and not self.core_peer_ended and self._error is None:
             self._core.send_window_update(self, inc)
         conn = flow.conn
         # The inbound budget held the connection window back (the cheap necessary
@@ -1019,7 +1023,7 @@ class H2Stream(metaclass=NoPublicConstructor):
             self._core.connection_window_freed()
 
     def _request(self, n: int) -> None:
-        if not self._recv_ended and self._error is None and self.stream_id:
+        if not self.core_peer_ended and self._error is None and self.stream_id:
             inc = self._in_flow.request(n)
             if inc:
                 self._core.send_window_update(self, inc)
@@ -1076,36 +1080,9 @@ class H2Stream(metaclass=NoPublicConstructor):
     # -- queries (any task, synchronously) --
 
     @property
-    def core_peer_ended(self) -> bool:
-        """The peer's END_STREAM arrived."""
-        return self._recv_ended
-
-    @property
     def core_failed(self) -> bool:
         """The stream has a sticky error (it was reset, or its connection ended)."""
         return self._error is not None
-
-    @property
-    def core_end_queued(self) -> bool:
-        """Our END_STREAM is queued (by data, trailers, ``end()`` or a whole answer)."""
-        return self._end_queued
-
-    @property
-    def core_headers_sent(self) -> bool:
-        """Our header block is queued (a client's is queued by ``open_stream``)."""
-        return self._headers_sent
-
-    @property
-    def core_output_over(self) -> bool:
-        """Loopy will write nothing more for this stream: our END_STREAM or
-        RST_STREAM is written, or none is owed (``loopy_output_ended`` / ``_reset``)."""
-        return self._output_over != _OUTPUT_OPEN
-
-    @property
-    def core_output_reset(self) -> bool:
-        """Loopy wrote our RST_STREAM, or none is owed (the peer reset the stream,
-        or it never started)."""
-        return self._output_over == _OUTPUT_RESET
 
     @property
     def core_in_flow(self) -> StreamInFlow:
@@ -1175,7 +1152,7 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     def reader_deliver_end(self) -> None:
         """The peer's END_STREAM arrived."""
-        self._recv_ended = True
+        self.core_peer_ended = True
         self._wake_recv()
 
     def reader_new_window_limit(self, window: int) -> None:
@@ -1186,12 +1163,11 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     def loopy_output_ended(self) -> None:
         """Loopy wrote our END_STREAM: nothing more goes out (an RST_STREAM may)."""
-        if self._output_over == _OUTPUT_OPEN:
-            self._output_over = _OUTPUT_ENDED
+        self.core_output_over = True
 
     def loopy_output_reset(self) -> None:
         """Loopy wrote our RST_STREAM, or none is owed: nothing more goes out."""
-        self._output_over = _OUTPUT_RESET
+        self.core_output_over = self.core_output_reset = True
 
     def loopy_released(self, quota: int, cancel_after: bool) -> None:
         """A ``Data`` item was framed or dropped (``Data.release``, run by loopy or by
@@ -1203,12 +1179,7 @@ class H2Stream(metaclass=NoPublicConstructor):
             self._write_quota += quota
             if self._write_quota > 0:
                 self._wake_send()
-        if (
-            cancel_after
-            and self._output_over != _OUTPUT_OPEN
-            and not self._closed
-            and self._error is None
-        ):
+        if cancel_after and self.core_output_over and not self.core_closed and self._error is None:
             self.reset(ErrorCodes.CANCEL)
 
     # -- the connection core (any task) --
@@ -1223,9 +1194,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         """Both directions are over, or the stream was reset: mark it closed, give
         back the window its unread bytes hold, wake its waiters. Returns False if it
         was closed already (nothing done). Synchronous."""
-        if self._closed:
+        if self.core_closed:
             return False
-        self._closed = True
+        self.core_closed = True
         flow = self._in_flow
         if flow.pending_data:
             flow.release()
@@ -1239,7 +1210,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         """Cancel a server stream's handler, recording why (the first reason wins:
         a deadline scope (``move_on_at``) already cancelled is the reason). Nothing
         on a client stream: its task is the user's, not ours to cancel."""
-        scope = self._cancel_scope
+        scope = self.server_handler_scope
         if scope is None:
             return
         if self._cancel_reason is None:
@@ -1258,14 +1229,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         cancel it) and note whether the request waits for a 100 (RFC 9110 §10.1.1:
         the handler's first read sends it, ``_send_continue``)."""
         self._continue_pending = expects_continue
-        scope = self._cancel_scope = trio.CancelScope()
-        return scope
-
-    @property
-    def server_handler_scope(self) -> trio.CancelScope:
-        """The handler's cancel scope (``server_admit`` made it)."""
-        scope = self._cancel_scope
-        assert scope is not None
+        scope = self.server_handler_scope = trio.CancelScope()
         return scope
 
     def server_answer(self, headers: Sequence[tuple[bytes, bytes]], body: bytes) -> bool:
@@ -1273,27 +1237,27 @@ class H2Stream(metaclass=NoPublicConstructor):
         to HEAD, RFC 9110 §9.3.2) if nothing was sent yet. Synchronous. Returns False
         (nothing queued) if headers were sent, or the stream or the connection is
         over."""
-        if self._headers_sent or self._closed or self._error is not None:
+        if self.core_headers_sent or self.core_closed or self._error is not None:
             return False
         head = (b":method", b"HEAD") in (self._headers or ())
         try:
             self._put_output(Headers(self, headers, head))
         except ConnectionClosingError:
             return False
-        self._headers_sent = True
+        self.core_headers_sent = True
         if not head:
             self._put_output(Data(self, body, True))
-        self._end_queued = True
+        self.core_end_queued = True
         return True
 
     # -- the client's opener (the user's task) --
 
     def client_opened(self, body_rule: BodyRule | None, *, end_stream: bool) -> None:
         """``open_stream`` queued the request's HEADERS (with END_STREAM, or not)."""
-        self._headers_sent = True
+        self.core_headers_sent = True
         self._body_rule = body_rule
         if end_stream:
-            self._end_queued = True
+            self.core_end_queued = True
 
     # -- H2StreamView (the stream task) --
 
