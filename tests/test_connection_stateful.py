@@ -568,7 +568,7 @@ class ConnectionMachine(RuleBasedStateMachine):
             if (
                 not stream.core_headers_sent
                 and not stream.core_closed
-                and stream._error is None
+                and stream.core_error is None
                 and scope is not None
                 and not scope.cancel_called
             ):
@@ -665,7 +665,7 @@ class ConnectionMachine(RuleBasedStateMachine):
         op = cmd[0]
         if op == "finish" and (side.recv_end or side.recv_failed):
             return
-        failed_before, error_before = side.recv_failed, stream._error
+        failed_before, error_before = side.recv_failed, stream.core_error
         peer_done_before = stream.core_peer_ended
         before = len(side.received)
         try:
@@ -958,7 +958,7 @@ class ConnectionMachine(RuleBasedStateMachine):
     def _local_reset(self, side: Side, code: int) -> None:
         stream = side.stream
         assert stream is not None
-        first = stream._error is None and not stream.core_closed
+        first = stream.core_error is None and not stream.core_closed
         stream.reset(code)
         side.self_reset = first
 
@@ -1333,9 +1333,9 @@ class ConnectionMachine(RuleBasedStateMachine):
                 f"with stream window {window} and connection window "
                 f"{tx_core.h2.outbound_flow_control_window}"
             )
-        if rs.core_closed or rs.core_peer_ended or rs._error is not None or window is None:
+        if rs.core_closed or rs.core_peer_ended or rs.core_error is not None or window is None:
             return
-        if ts.core_closed or ts.core_output_over or ts._error is not None:
+        if ts.core_closed or ts.core_output_over or ts.core_error is not None:
             return
         flow = rs._in_flow
         believed = flow.limit + flow.delta - flow.pending_data - flow.pending_update
@@ -1470,7 +1470,7 @@ class ConnectionMachine(RuleBasedStateMachine):
             and not model.c.errors
             and client_stream is not None
             and client_stream.core_closed
-            and client_stream._error is None
+            and client_stream.core_error is None
             and stream is not None
             and core is not None
             and side.done
@@ -1506,7 +1506,7 @@ class ConnectionMachine(RuleBasedStateMachine):
         leaving resets it with CANCEL, cutting the request short. True if ``model``
         shows exactly that and the bug is tolerated."""
         side = model.c
-        error = side.stream._error if side.stream is not None else None
+        error = side.stream.core_error if side.stream is not None else None
         return (
             "client-exit-cancels-queued-body" in KNOWN_BUGS
             and side.done
@@ -1855,7 +1855,7 @@ async def test_buffered_data_is_not_returned_after_a_cancel_reset() -> None:
         await trio.testing.wait_all_tasks_blocked()
         sent.set()
         await trio.testing.wait_all_tasks_blocked()
-        assert isinstance(stream._error, StreamResetError)
+        assert isinstance(stream.core_error, StreamResetError)
         with contextlib.suppress(StreamResetError):
             returned.append(await stream.receive_some())
     assert returned == []

@@ -151,13 +151,13 @@ def test_a_planted_violation_is_caught() -> None:
     """Each pattern the test forbids is reported when planted in a module's source."""
     private, shared = _stream_private_names()
     assert "_chunks" in private
-    assert "_error" in private
+    assert "_trailers" in private
     assert "_core" in shared
     planted = """
 def f(stream, item, found, other, conn):
     stream._chunks.append(b"x")         # a stream's private field
     item.stream._core                   # a name other classes have too, on a stream
-    self._stream._error                 # a stream held in a private field
+    self._stream._trailers              # a stream held in a private field
     found._write_quota -= 1             # a name only H2Stream has, on any receiver
     H2Stream._return_quota               # on the class
     H2Stream._create(conn, stream_id=1, headers=None)  # the factory: allowed

@@ -119,7 +119,7 @@ class _StreamOpener:
         if stream.core_closed:
             return
         if exc is not None or not (
-            stream.core_end_queued and stream.core_peer_ended and not stream.core_failed
+            stream.core_end_queued and stream.core_peer_ended and stream.core_error is None
         ):
             stream.reset(ErrorCodes.CANCEL)
         # Otherwise the response is complete and our whole body is queued: loopy
@@ -173,7 +173,7 @@ async def _send_body(stream: H2Stream, body: AsyncIterable[bytes]) -> None:
             await stream.send_data(chunk)
         await stream.end()
     except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
-        if not stream.core_failed:
+        if stream.core_error is None:
             raise
         # The stream failed (a reset, the connection's end): the task reading the
         # response raises the same sticky error, so it is reported once.

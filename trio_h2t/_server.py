@@ -264,7 +264,7 @@ class _Admission:
                     await handler(stream)
             except (StreamResetError, ConnectionClosingError, ConnectionLostError) as exc:
                 raised = True
-                if not stream.core_failed:
+                if stream.core_error is None:
                     self._handler_failed(stream)
                 else:
                     # The stream failed under the handler (the peer reset it, or the
@@ -295,7 +295,7 @@ class _Admission:
                         stream.stream_id,
                     )
                 if not stream.core_closed:
-                    if stream.core_end_queued and not stream.core_failed:
+                    if stream.core_end_queued and stream.core_error is None:
                         # The response is complete: close the request side too
                         # (RST_STREAM(NO_ERROR) after the response, if still open).
                         if stream.core_peer_ended:

@@ -10,7 +10,15 @@ A stream object is touched by three tasks, each on its own fields (tags below):
   *write quota*, so a producer cannot queue unbounded data ahead of flow control.
 - the **reader** appends what arrives (headers, data, trailers, resets) and wakes the
   stream task. It never waits on the stream: a slow stream only stops its own window.
-- **loopy** keeps the stream's output queue and writes it, a quantum at a time.
+- **loopy** keeps the stream's output queue in its own table (``_outstream.py``) and
+  writes it, a quantum at a time; the stream holds only whether its output is over.
+
+The reader, loopy and the connection core reach a stream through methods named for
+the calling task (``reader_*``, ``loopy_*``, ``core_*``, ``server_*``, ``client_*``,
+``view_*``: the tasks' interface, at the end of the class) and read a few plain
+fields (``core_closed``, ``core_peer_ended``, ``core_output_over``...), which only
+this module writes; no other module touches an underscore member
+(tests/test_stream_privacy.py).
 
 Every mutation of shared fields happens between awaits, so no lock is needed; where
 two tasks touch a field the tag says ``shared`` and what keeps it consistent.
@@ -190,7 +198,6 @@ class H2Stream(metaclass=NoPublicConstructor):
         "_continue_pending",
         "_core",
         "_deadline_scope",
-        "_error",
         "_headers",
         "_in_flow",
         "_info_read",
@@ -202,6 +209,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         "_write_quota",
         "core_closed",
         "core_end_queued",
+        "core_error",
         "core_headers_sent",
         "core_output_over",
         "core_output_reset",
@@ -249,7 +257,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._continue_pending = False
 
         # shared: sticky, set once by whoever ends the stream abnormally (core_fail).
-        self._error: BaseException | None = None
+        self.core_error: BaseException | None = None
 
         # -- outbound: the stream task (its opener or its handler runner included)
         self.core_headers_sent = headers is None  # owner: stream task; client: by open_stream
@@ -470,7 +478,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._continue_pending:
             self._send_continue()
-        if self._error is not None and not self.core_peer_ended:
+        if self.core_error is not None and not self.core_peer_ended:
             # A failed stream whose peer had not finished: what is buffered is an
             # incomplete body, so it is not handed out (only a peer that completed
             # its side, e.g. before a RST_STREAM(NO_ERROR), leaves it readable).
@@ -512,7 +520,7 @@ class H2Stream(metaclass=NoPublicConstructor):
             raise ValueError(f"max_bytes must be >= 1, not {max_bytes}")
         if self._continue_pending:
             self._send_continue()
-        if self._error is not None and not self.core_peer_ended:
+        if self.core_error is not None and not self.core_peer_ended:
             self._raise_if_error()  # an incomplete body is not handed out (receive_some)
         if not self._chunks:
             if self.core_peer_ended:
@@ -566,7 +574,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._continue_pending:
             self._send_continue()
-        if self._error is not None and not self.core_peer_ended:
+        if self.core_error is not None and not self.core_peer_ended:
             self._raise_if_error()  # an incomplete body is not handed out (receive_some)
         parked = False
         while not self._chunks:
@@ -804,7 +812,7 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     def _queue_data(self, data: bytes | bytearray | memoryview, end_stream: bool) -> None:
         """Queue ``data`` for loopy (``send_data`` once there is write quota)."""
-        if self._error is not None or self.core_end_queued:  # inline: no call as a rule
+        if self.core_error is not None or self.core_end_queued:  # inline: no call as a rule
             self._check_can_send()
         if not self.core_headers_sent:
             raise RuntimeError("send_headers() must come before send_data()")
@@ -913,13 +921,13 @@ class H2Stream(metaclass=NoPublicConstructor):
     # ------------------------------------------------------------------ internals
 
     def _raise_if_error(self) -> None:
-        if self._error is not None:
+        if self.core_error is not None:
             raise self._error_copy()
 
     def _error_copy(self) -> BaseException:
         # A fresh exception per raise (re-raising one instance from many places
         # piles up tracebacks); same class, same fields, same cause.
-        err = self._error
+        err = self.core_error
         assert err is not None
         new: BaseException
         if isinstance(err, StreamResetError):
@@ -960,7 +968,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         Synchronous: a graceful close that never waits. Until the peer's window lets
         the queued output out, the stream stays open (the connection's close ends it).
         """
-        if self.core_closed or self._error is not None:
+        if self.core_closed or self.core_error is not None:
             return
         rule = self._body_rule
         if (
@@ -987,7 +995,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         if (
             self.core_headers_sent
             or self.core_end_queued
-            or self._error is not None
+            or self.core_error is not None
             or self.core_peer_ended
         ):
             return
@@ -1013,7 +1021,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         flow = self._in_flow
         inc = flow.on_read(n)
         # Once the peer ended the stream it cannot send more: no update is owed.
-        if inc and not self.core_peer_ended and self._error is None:
+        if inc and not self.core_peer_ended and self.core_error is None:
             self._core.send_window_update(self, inc)
         conn = flow.conn
         # The inbound budget held the connection window back (the cheap necessary
@@ -1023,7 +1031,7 @@ class H2Stream(metaclass=NoPublicConstructor):
             self._core.connection_window_freed()
 
     def _request(self, n: int) -> None:
-        if not self.core_peer_ended and self._error is None and self.stream_id:
+        if not self.core_peer_ended and self.core_error is None and self.stream_id:
             inc = self._in_flow.request(n)
             if inc:
                 self._core.send_window_update(self, inc)
@@ -1078,11 +1086,6 @@ class H2Stream(metaclass=NoPublicConstructor):
     # (tests/test_stream_privacy.py).
 
     # -- queries (any task, synchronously) --
-
-    @property
-    def core_failed(self) -> bool:
-        """The stream has a sticky error (it was reset, or its connection ended)."""
-        return self._error is not None
 
     @property
     def core_in_flow(self) -> StreamInFlow:
@@ -1179,15 +1182,20 @@ class H2Stream(metaclass=NoPublicConstructor):
             self._write_quota += quota
             if self._write_quota > 0:
                 self._wake_send()
-        if cancel_after and self.core_output_over and not self.core_closed and self._error is None:
+        if (
+            cancel_after
+            and self.core_output_over
+            and not self.core_closed
+            and self.core_error is None
+        ):
             self.reset(ErrorCodes.CANCEL)
 
     # -- the connection core (any task) --
 
     def core_fail(self, error: BaseException) -> None:
         """Make ``error`` sticky and wake every waiter. Idempotent (first error wins)."""
-        if self._error is None:
-            self._error = error
+        if self.core_error is None:
+            self.core_error = error
         self._wake()
 
     def core_close(self) -> bool:
@@ -1237,7 +1245,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         to HEAD, RFC 9110 §9.3.2) if nothing was sent yet. Synchronous. Returns False
         (nothing queued) if headers were sent, or the stream or the connection is
         over."""
-        if self.core_headers_sent or self.core_closed or self._error is not None:
+        if self.core_headers_sent or self.core_closed or self.core_error is not None:
             return False
         head = (b":method", b"HEAD") in (self._headers or ())
         try:
