@@ -50,6 +50,27 @@ nitpick_ignore_regex = [
     ("py:.*", r"(bytes|bytearray|memoryview|str|int|float|bool|object|None)"),
     ("py:exc", r"[A-Z][A-Za-z]*(Error|Exception|Interrupt)"),  # builtin exceptions
 ]
+
+
+def _skip_task_interface(
+    app: object, what: str, name: str, obj: object, skip: bool, options: object
+) -> bool | None:
+    # H2Stream's tasks' interface (reader_*, loopy_*, ...) is not the public API.
+    from trio_h2t._stream import TASK_INTERFACE_PREFIXES
+
+    if (
+        what == "class"
+        and name.startswith(TASK_INTERFACE_PREFIXES)
+        and name in vars(trio_h2t.H2Stream)
+    ):
+        return True
+    return None
+
+
+def setup(app: object) -> None:
+    app.connect("autodoc-skip-member", _skip_task_interface)  # type: ignore[attr-defined]
+
+
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 # Type variables and private aliases in signatures, which have no page of their own.

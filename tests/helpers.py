@@ -354,13 +354,13 @@ class UnlimitedH2Connection(h2.connection.H2Connection):
 
 class QuotaRecorder:
     """Stands in for a ``Data`` item's stream in control-buffer tests: the quota the
-    item returns on release (``H2Stream._return_quota``) calls ``on_return``."""
+    item returns on release (``H2Stream.loopy_released``) calls ``on_return``."""
 
     def __init__(self, on_return: Callable[[int], Any]) -> None:
         self._on_return = on_return
 
-    def _return_quota(self, size: int) -> None:
-        self._on_return(size)
+    def loopy_released(self, quota: int, cancel_after: bool) -> None:
+        self._on_return(quota)
 
 
 class RecordingStarter:

@@ -187,7 +187,7 @@ async def server_send_headers_case(stream: H2Stream) -> None:
     attempt = await cancel_at(n, lambda: stream.send_headers(RESPONSE_200))
     if attempt.cancelled:
         # On cancellation: nothing was queued, so the headers can be sent again.
-        assert not stream._headers_sent
+        assert not stream.core_headers_sent
         await stream.send_headers(RESPONSE_200)
     outcome = b"cancelled" if attempt.cancelled else b"completed"
     await stream.send_data(outcome + (b" fired" if attempt.fired else b""), end_stream=True)
@@ -339,7 +339,7 @@ async def test_cancel_send_trailers() -> None:
                     await s.send_data(b"body")
                     attempt = await cancel_at(n, lambda: s.send_trailers(trailers))
                     if attempt.cancelled:
-                        assert not s._end_queued
+                        assert not s.core_end_queued
                         await s.send_trailers(trailers)
                     await s.receive_headers()
                     assert await s.read_all() == repr((b"body", trailers)).encode()

@@ -348,7 +348,7 @@ async def test_leaving_open_stream_early_resets_with_cancel() -> None:
             assert conn.open_streams == 0
             await trio.testing.wait_all_tasks_blocked()
             assert outcome == ["cancelled"]
-            err = server_streams[0]._error
+            err = server_streams[0].core_error
             assert isinstance(err, StreamResetError)
             assert (err.error_code, err.remote) == (ErrorCodes.CANCEL, True)
             assert core.open_streams == 0
@@ -367,8 +367,8 @@ async def test_cancelling_the_client_task_resets_and_frees_the_stream() -> None:
         try:
             await stream.receive_some()
         finally:
-            if stream._error is not None:
-                reset_codes.append(getattr(stream._error, "error_code", None))
+            if stream.core_error is not None:
+                reset_codes.append(getattr(stream.core_error, "error_code", None))
 
     with trio.fail_after(5):
         async with connected_pair(handler) as (conn, core):
@@ -1450,11 +1450,15 @@ async def test_connection_window_update_does_not_wake_a_stream_parked_on_its_own
             await s.send_data(b"parked", end_stream=True)
             await peer.read_until(lambda: bool(peer.events_of(h2.events.RequestReceived)))
             await trio.testing.wait_all_tasks_blocked()
-            assert s._out.state == OUT_WAITING
+            out = conn._core.loopy.outstream_for_testing(s.stream_id)
+            assert out is not None
+            assert out.state == OUT_WAITING
             peer.h2.increment_flow_control_window(100_000)  # connection only
             await peer.flush()
             await trio.testing.wait_all_tasks_blocked()
-            assert s._out.state == OUT_WAITING
+            out = conn._core.loopy.outstream_for_testing(s.stream_id)
+            assert out is not None
+            assert out.state == OUT_WAITING
             assert conn.statistics().loopy.data_frames == 0
             peer.h2.increment_flow_control_window(6, stream_id=1)
             await peer.flush()

@@ -138,7 +138,7 @@ from trio_h2t import (
 from trio_h2t._connection import ConnectionCore
 from trio_h2t._controlbuf import DEFAULT_THROTTLE_LIMIT
 from trio_h2t._items import Data
-from trio_h2t._outstream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_WAITING
+from trio_h2t._outstream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_EMPTY, OUT_WAITING
 from trio_h2t._server import INTERNAL_ERROR_BODY
 from trio_h2t.testing import (
     ChunkedStream,
@@ -564,11 +564,11 @@ class ConnectionMachine(RuleBasedStateMachine):
             with side.scope:
                 await self._run_side(side)
         finally:
-            scope = stream._cancel_scope
+            scope = stream.server_handler_scope
             if (
-                not stream._headers_sent
-                and not stream._closed
-                and stream._error is None
+                not stream.core_headers_sent
+                and not stream.core_closed
+                and stream.core_error is None
                 and scope is not None
                 and not scope.cancel_called
             ):
@@ -665,8 +665,8 @@ class ConnectionMachine(RuleBasedStateMachine):
         op = cmd[0]
         if op == "finish" and (side.recv_end or side.recv_failed):
             return
-        failed_before, error_before = side.recv_failed, stream._error
-        peer_done_before = stream._recv_ended
+        failed_before, error_before = side.recv_failed, stream.core_error
+        peer_done_before = stream.core_peer_ended
         before = len(side.received)
         try:
             if side.who == CLIENT and not side.headers_received:
@@ -948,7 +948,7 @@ class ConnectionMachine(RuleBasedStateMachine):
     def _local_reset(self, side: Side, code: int) -> None:
         stream = side.stream
         assert stream is not None
-        first = stream._error is None and not stream._closed
+        first = stream.core_error is None and not stream.core_closed
         stream.reset(code)
         side.self_reset = first
 
@@ -1090,14 +1090,22 @@ class ConnectionMachine(RuleBasedStateMachine):
         }
         for state, streams in lists.items():
             assert len(set(map(id, streams))) == len(streams), f"{who}: a stream twice in {state}"
-            for stream in streams:
-                assert stream._out.state == state, f"{who}: stream {stream.stream_id} misplaced"
+            for listed in streams:
+                sid = listed.stream.stream_id
+                assert listed.state == state, f"{who}: stream {sid} misplaced"
+                assert loopy.outstream_for_testing(sid) is listed, (
+                    f"{who}: stream {sid} listed but not in loopy's table"
+                )
         for side in self._side_objects(who):
             mine = side.stream
             assert mine is not None
-            state = mine._out.state
+            out = loopy.outstream_for_testing(mine.stream_id)
+            if out is None:
+                continue  # no output entry: on no list
+            assert out.stream is mine, f"{side!r}: loopy's entry is another stream's"
+            state = out.state
             if state in lists:
-                assert any(s is mine for s in lists[state]), (
+                assert any(s is out for s in lists[state]), (
                     f"{side!r}: output state {state} but not on loopy's list for it"
                 )
 
@@ -1140,7 +1148,7 @@ class ConnectionMachine(RuleBasedStateMachine):
             stream = side.stream
             if stream is None:
                 continue
-            assert stream._closed, f"{side!r}: stream open after the connection ended"
+            assert stream.core_closed, f"{side!r}: stream open after the connection ended"
             assert stream._write_quota == cfg.write_quota, (
                 f"{side!r}: {cfg.write_quota - stream._write_quota} bytes of write quota "
                 "not released after the connection ended"
@@ -1188,7 +1196,7 @@ class ConnectionMachine(RuleBasedStateMachine):
             flow = stream._in_flow
             buffered = sum(len(c) for c in stream._chunks or ())
             total += buffered
-            if not stream._closed:
+            if not stream.core_closed:
                 side.max_window = max(side.max_window, flow.limit + flow.delta)
                 assert flow.pending_data <= flow.limit + flow.delta, (
                     f"{side!r}: {flow.pending_data} unread bytes exceed the window "
@@ -1204,9 +1212,11 @@ class ConnectionMachine(RuleBasedStateMachine):
             assert stream._write_quota > -MAX_SEND, f"{side!r}: write quota overrun"
             if settled:
                 # Quota is out exactly for the data loopy still holds for the stream.
+                assert core is not None
+                out = core.loopy.outstream_for_testing(stream.stream_id)
                 held = sum(
                     len(item.payload)
-                    for item in stream._out.queue or ()
+                    for item in (out.queue if out is not None else None) or ()
                     if isinstance(item, Data) and item.quota
                 )
                 assert cfg.write_quota - stream._write_quota == held, (
@@ -1233,10 +1243,12 @@ class ConnectionMachine(RuleBasedStateMachine):
                         f"{side!r}: {role} still blocked in {op} after the connection "
                         f"ended ({core.error!r})"
                     )
-                    assert not stream._closed, f"{side!r}: {role} blocked on a closed stream"
+                    assert not stream.core_closed, f"{side!r}: {role} blocked on a closed stream"
         core = self._core(CLIENT)
         if core is not None and core.error is None and not self.client_done:
-            live = [m.c for m in self.streams if m.c.stream is not None and not m.c.stream._closed]
+            live = [
+                m.c for m in self.streams if m.c.stream is not None and not m.c.stream.core_closed
+            ]
             assert core._open_outbound == len(live), (
                 f"client stream quota: {core._open_outbound} counted, {len(live)} open"
             )
@@ -1299,20 +1311,21 @@ class ConnectionMachine(RuleBasedStateMachine):
         h2_stream = tx_core.h2.streams.get(sid)
         if h2_stream is not None:
             window = h2_stream.outbound_flow_control_window
-        if ts._out.queue and not ts._out.done:
-            head = ts._out.queue[0]
-            needs_window = isinstance(head, Data) and len(head.payload) > ts._out.offset
+        out = tx_core.loopy.outstream_for_testing(ts.stream_id)
+        if out is not None and out.queue and not ts.core_output_over:
+            head = out.queue[0]
+            needs_window = isinstance(head, Data) and len(head.payload) > out.offset
             movable = not needs_window or (
                 window is not None and window > 0 and tx_core.h2.outbound_flow_control_window > 0
             )
             assert not movable, (
-                f"stream {model.idx}: {tx.who} loopy holds {len(ts._out.queue)} items "
+                f"stream {model.idx}: {tx.who} loopy holds {len(out.queue)} items "
                 f"with stream window {window} and connection window "
                 f"{tx_core.h2.outbound_flow_control_window}"
             )
-        if rs._closed or rs._recv_ended or rs._error is not None or window is None:
+        if rs.core_closed or rs.core_peer_ended or rs.core_error is not None or window is None:
             return
-        if ts._closed or ts._out.done or ts._error is not None:
+        if ts.core_closed or ts.core_output_over or ts.core_error is not None:
             return
         flow = rs._in_flow
         believed = flow.limit + flow.delta - flow.pending_data - flow.pending_update
@@ -1423,14 +1436,14 @@ class ConnectionMachine(RuleBasedStateMachine):
             and model.c.complete
             and not model.c.errors
             and client_stream is not None
-            and client_stream._closed
-            and client_stream._error is None
+            and client_stream.core_closed
+            and client_stream.core_error is None
             and stream is not None
             and core is not None
             and side.done
             and not side.errors
             and side.end_sent
-            and stream._closed
+            and stream.core_closed
             and core.error is not None
         )
 
@@ -1470,7 +1483,7 @@ class ConnectionMachine(RuleBasedStateMachine):
                 assert stream._write_quota == cfg.write_quota, (
                     f"{side!r}: write quota leaked ({stream._write_quota} of {cfg.write_quota})"
                 )
-                assert stream._closed, f"{side!r}: stream still open after the world ended"
+                assert stream.core_closed, f"{side!r}: stream still open after the world ended"
         for who in (CLIENT, SERVER):
             core = self._core(who)
             assert core is not None
@@ -1658,6 +1671,12 @@ async def _pair(
         nursery.cancel_scope.cancel()
 
 
+def _out_state(core: ConnectionCore | None, stream: H2Stream) -> int:
+    """Loopy's output state for ``stream`` (OUT_EMPTY when it holds no entry)."""
+    out = core.loopy.outstream_for_testing(stream.stream_id) if core is not None else None
+    return out.state if out is not None else OUT_EMPTY
+
+
 @on_mock_clock  # regression test: bug "parked-output-kept" is fixed
 async def test_parked_output_is_released_when_the_connection_ends() -> None:
     """Data waiting for stream window is released (quota returned) when the link dies."""
@@ -1672,12 +1691,13 @@ async def test_parked_output_is_released_when_the_connection_ends() -> None:
     async with pair as (conn, _, _), conn.open_stream(REQUEST_HEADERS) as stream:
         await stream.send_data(b"x" * 65_536)  # one byte more than the window
         await trio.testing.wait_all_tasks_blocked()
-        parked.append(stream._out.state)
+        parked.append(_out_state(conn._core, stream))
         await conn._core.transport.aclose()  # the link goes away
         await trio.testing.wait_all_tasks_blocked()
         assert conn.error is not None
     assert parked == [OUT_WAITING]
-    assert (stream._write_quota, len(stream._out.queue or ())) == (ccfg.write_quota, 0)
+    assert stream._write_quota == ccfg.write_quota
+    assert conn._core.loopy.outstream_for_testing(stream.stream_id) is None  # all dropped
 
 
 @on_mock_clock  # regression test: bug "graceful-close-cancels-handlers" is fixed
@@ -1760,7 +1780,7 @@ async def test_buffered_data_is_not_returned_after_a_cancel_reset() -> None:
         await trio.testing.wait_all_tasks_blocked()
         sent.set()
         await trio.testing.wait_all_tasks_blocked()
-        assert isinstance(stream._error, StreamResetError)
+        assert isinstance(stream.core_error, StreamResetError)
         with contextlib.suppress(StreamResetError):
             returned.append(await stream.receive_some())
     assert returned == []

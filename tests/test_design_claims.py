@@ -104,12 +104,16 @@ def _attribute_writes(attribute: str) -> set[tuple[str, str]]:
 
 
 def test_only_stream_closed_closes_a_stream() -> None:
-    """docs/architecture.md, "The life of a stream": an ``H2Stream``'s ``_closed`` is
-    set by ``ConnectionCore.stream_closed`` alone (and initialised in its
-    ``__init__``); the stream view's own ``_closed`` is a field of that view."""
-    assert _attribute_writes("_closed") == {
-        ("_connection.py", "stream_closed"),
+    """docs/architecture.md, "The life of a stream": an ``H2Stream``'s ``core_closed``
+    is set by ``ConnectionCore.stream_closed`` alone, through the stream's
+    ``core_close`` (and initialised in its ``__init__``); the stream view's own
+    ``_closed`` is a field of that view."""
+    assert _call_sites("core_close") == {("_connection.py", "stream_closed")}
+    assert _attribute_writes("core_closed") == {
+        ("_stream.py", "core_close"),
         ("_stream.py", "__init__"),
+    }
+    assert _attribute_writes("_closed") == {
         ("_streamview.py", "__init__"),
         ("_streamview.py", "aclose"),
     }

@@ -193,3 +193,29 @@ async def test_open_functions_without_async_with_name_the_fix() -> None:
 async def REQUEST_HANDLER(stream: trio_h2t.H2Stream) -> None:
     """A handler for servers that take no request here."""
     await stream.send_headers([(":status", "204")], end_stream=True)  # pragma: no cover
+
+
+def test_protocol_errors_are_named_by_the_side_that_failed() -> None:
+    """A peer's violation is a BrokenResourceError (the outside broke it); our own
+    framing failure is not; both are H2ProtocolError with an error_code."""
+    remote = trio_h2t.RemoteProtocolError("bad frame", error_code=ErrorCodes.FRAME_SIZE_ERROR)
+    local = trio_h2t.LocalProtocolError("could not frame", error_code=ErrorCodes.INTERNAL_ERROR)
+    assert isinstance(remote, trio.BrokenResourceError)
+    assert not isinstance(local, trio.BrokenResourceError | trio.ClosedResourceError)
+    assert not issubclass(trio_h2t.H2ProtocolError, trio.BrokenResourceError)
+    for err, code in ((remote, ErrorCodes.FRAME_SIZE_ERROR), (local, ErrorCodes.INTERNAL_ERROR)):
+        assert isinstance(err, trio_h2t.H2ProtocolError)
+        assert err.error_code == code
+
+
+def test_grpc_reports_our_own_framing_failure_as_internal() -> None:
+    """trio_h2t.grpc's client maps a LocalProtocolError (no longer a
+    BrokenResourceError) to INTERNAL, and still catches it as a transport error."""
+    from trio_h2t.grpc import StatusCode
+    from trio_h2t.grpc._client import _TRANSPORT_ERRORS, _error_from_transport
+
+    local = trio_h2t.LocalProtocolError("could not frame", error_code=ErrorCodes.INTERNAL_ERROR)
+    assert isinstance(local, _TRANSPORT_ERRORS)
+    code, details = _error_from_transport(local)
+    assert code is StatusCode.INTERNAL
+    assert "could not frame" in details

@@ -15,6 +15,7 @@ import trio_h2t
 import trio_h2t.grpc
 import trio_h2t.testing
 from trio_h2t._connection import ConnectionCore
+from trio_h2t._stream import TASK_INTERFACE_PREFIXES
 from trio_h2t._util import NoPublicConstructor
 
 PUBLIC_MODULES = [trio_h2t, trio_h2t.testing, trio_h2t.grpc]
@@ -73,13 +74,16 @@ def test_exceptions_follow_trio_vocabulary() -> None:
     for cls in (
         trio_h2t.ConnectionLostError,
         trio_h2t.GoAwayError,
-        trio_h2t.H2ProtocolError,
-        trio_h2t.LocalProtocolError,
         trio_h2t.RemoteProtocolError,
         trio_h2t.StreamResetError,
         trio_h2t.StreamRefusedError,
     ):
         assert issubclass(cls, trio.BrokenResourceError), cls
+    # Our own framing failure is neither: nothing outside broke it, nor did we close it.
+    assert issubclass(trio_h2t.LocalProtocolError, trio_h2t.H2ProtocolError)
+    assert not issubclass(
+        trio_h2t.LocalProtocolError, trio.BrokenResourceError | trio.ClosedResourceError
+    )
     # A GOAWAY is the peer ending the connection: a ConnectionLostError, yet what it
     # refused was never processed.
     assert issubclass(trio_h2t.GoAwayError, trio_h2t.ConnectionLostError)
@@ -234,6 +238,8 @@ def _public_annotations() -> list[tuple[str, object]]:
                 for attr, member in vars(value).items():
                     if attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__")):
                         continue
+                    if value is trio_h2t.H2Stream and attr.startswith(TASK_INTERFACE_PREFIXES):
+                        continue  # the tasks' interface, not the public API
                     if attr == "__init__" and private_init:
                         continue
                     if isinstance(member, property):

@@ -97,7 +97,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_streamview",
         }
     ),
-    "_streamview": frozenset({"_util"}),
+    "_streamview": frozenset({"_exceptions", "_util"}),
     # A server's first look at a connection (HTTP/1.x or HTTP/2?), before any core.
     "_sniff": frozenset(),
     # Worker processes sharing a port: SO_REUSEPORT listeners and the supervisor.
@@ -254,7 +254,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 #: so they may point upwards, each for a reason given here.
 TYPE_ONLY_ALLOWED: dict[str, frozenset[str]] = {
     "_items": frozenset({"_stream"}),  # items carry the H2Stream they are for
-    "_outstream": frozenset({"_items"}),  # the queue holds Data and Headers items
+    "_outstream": frozenset({"_items", "_stream"}),  # the queue holds items; an entry its stream
     "_stream": frozenset({"_connection", "_streamview"}),  # a stream knows its core
     "_streamview": frozenset({"_stream"}),  # the view wraps a stream
 }

@@ -8,7 +8,7 @@ connection (GOAWAY(PROTOCOL_ERROR) plus EOF; or a malformed frame, which makes t
 client's h2 close its state machine, so loopy's ``_handle`` meets CLOSED) and the
 gate opens. Every opener must then fail with a retryable
 ``ConnectionClosingError`` (no hang), and every write-quota byte must come back
-(``trio_h2t/_stream.py``'s ``_return_quota``; ``trio_h2t/_items.py``'s
+(``trio_h2t/_stream.py``'s ``loopy_released``; ``trio_h2t/_items.py``'s
 ``Data.orphan``; ``trio_h2t/_loopy.py``'s ``_drop_all_output``).
 """
 
@@ -110,17 +110,18 @@ async def _run_scenario(*, batch_openers: int, queue_openers: int, eof: bool) ->
     """Block loopy in send_all on a big DATA write, place openers, kill, release."""
     ours, peers = _pair()
     released: list[int] = []
-    orig = H2Stream._return_quota
+    orig = H2Stream.loopy_released
 
-    def counting(self: H2Stream, size: int) -> None:
-        released.append(size)
-        orig(self, size)
+    def counting(self: H2Stream, quota: int, cancel_after: bool) -> None:
+        if quota:
+            released.append(quota)
+        orig(self, quota, cancel_after)
 
-    H2Stream._return_quota = counting  # type: ignore[method-assign]
+    H2Stream.loopy_released = counting  # type: ignore[method-assign]
     try:
         return await _scenario(ours, peers, released, batch_openers, queue_openers, eof)
     finally:
-        H2Stream._return_quota = orig  # type: ignore[method-assign]
+        H2Stream.loopy_released = orig  # type: ignore[method-assign]
 
 
 async def _scenario(

@@ -71,7 +71,7 @@ async def test_items_queued_by_a_stream_carry_no_callables(
             assert len(response.body) == 300
             async with conn.open_stream(REQUEST) as stream:
                 await stream.send_data(b"body")
-                stream._close_after_output()  # the graceful close's END_STREAM item
+                stream.view_close_after_output()  # the graceful close's END_STREAM item
                 while not stream.closed:  # written, then reset: its release ran
                     await trio.lowlevel.checkpoint()
     data = [i for i in seen if isinstance(i, Data)]

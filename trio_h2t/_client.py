@@ -95,10 +95,7 @@ class _StreamOpener:
         core = self._core
         await core.acquire_stream_quota()
         stream = H2Stream._create(core, stream_id=0, headers=None)
-        stream._headers_sent = True
-        stream._body_rule = self._body_rule
-        if self._end_stream:
-            stream._end_queued = True
+        stream.client_opened(self._body_rule, end_stream=self._end_stream)
         self._stream = stream
         headers = self._headers
         assert headers is not None
@@ -119,10 +116,10 @@ class _StreamOpener:
         # Not a checkpoint: leaving never blocks.
         stream = self._stream
         assert stream is not None
-        if stream._closed:
+        if stream.core_closed:
             return
         if exc is not None or not (
-            stream._end_queued and stream._recv_ended and stream._error is None
+            stream.core_end_queued and stream.core_peer_ended and stream.core_error is None
         ):
             stream.reset(ErrorCodes.CANCEL)
         # Otherwise the response is complete and our whole body is queued: loopy
@@ -135,7 +132,7 @@ class _StreamOpener:
         """Loopy framed the HEADERS."""
         stream = self._stream
         assert stream is not None
-        if stream._closed:  # reset before its HEADERS went out
+        if stream.core_closed:  # reset before its HEADERS went out
             stream.stream_id = stream_id
             return
         self._core.register_client_stream(stream, stream_id)
@@ -150,7 +147,7 @@ class _StreamOpener:
             error_code=ErrorCodes.INTERNAL_ERROR,
         )
         exc.__cause__ = error
-        stream._fail(exc)
+        stream.core_fail(exc)
         self._core.stream_closed(stream)
 
     def orphaned(self, error: BaseException) -> None:
@@ -159,7 +156,7 @@ class _StreamOpener:
         assert stream is not None
         exc = ConnectionClosingError("the stream could not start: the connection is closing")
         exc.__cause__ = error
-        stream._fail(exc)
+        stream.core_fail(exc)
         self._core.stream_closed(stream)
 
 
@@ -175,8 +172,8 @@ async def _send_body(stream: H2Stream, body: AsyncIterable[bytes]) -> None:
         async for chunk in body:
             await stream.send_data(chunk)
         await stream.end()
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        if stream._error is None:
+    except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
+        if stream.core_error is None:
             raise
         # The stream failed (a reset, the connection's end): the task reading the
         # response raises the same sticky error, so it is reported once.

@@ -67,10 +67,11 @@ from ._items import (
     PeerResponse,
     Ping,
     ResetStream,
+    WindowOpened,
     WindowUpdate,
 )
 from ._loopy import FINAL_WRITE_TIMEOUT, Loopy
-from ._messages import DEADLINE, CancelKind, CancelReason, ConnectionInfo, connection_info
+from ._messages import CancelKind, ConnectionInfo, connection_info
 from ._pings import DRAIN_PING_DATA, DRAIN_PING_TIMEOUT, MAX_STREAM_ID
 from ._sockopts import set_tcp_user_timeout
 from ._statistics import ConnectionStatistics
@@ -132,11 +133,12 @@ class ConnectionCore:
         # task running send_preface; set once.
         self._preface_bytes = 0
         self._preface_frames = 0  # owner: as _preface_bytes
-        # shared: the WindowOpened stream ids queued and not yet handled; the reader
-        # adds (and queues an item only for an id not in it), loopy discards when it
-        # handles one. Bounds those unthrottled items by the streams, whatever the
-        # number of WINDOW_UPDATE frames the peer sends.
-        self.windows_opened: set[int] = set()
+        # shared: the WindowOpened items queued and not yet handled (compared by
+        # value: kind and stream id); the reader adds (and queues an item only if no
+        # equal one is in it), loopy discards when it handles one. Bounds those
+        # unthrottled items by the streams, whatever the number of WINDOW_UPDATE
+        # frames the peer sends.
+        self.windows_opened: set[WindowOpened] = set()
         # owner: reader: connection-level receive window (what we owe the peer),
         # within the inbound budget (its ``buffered`` is shared: _flow.py says how).
         self.in_flow = ConnectionInFlow(
@@ -260,16 +262,7 @@ class ConnectionCore:
     def cancel_handler(self, stream: H2Stream, kind: CancelKind, code: int | None) -> None:
         """Cancel a server stream's handler, recording why (the first reason wins:
         a deadline scope (``H2Stream.move_on_at``) already cancelled is the reason)."""
-        scope = stream._cancel_scope
-        if scope is None:
-            return  # a client stream: its task is the user's, not ours to cancel
-        if stream._cancel_reason is None:
-            deadline = stream._deadline_scope
-            if deadline is not None and deadline.cancel_called:
-                stream._cancel_reason = DEADLINE
-            else:
-                stream._cancel_reason = CancelReason._make(kind, code)
-        scope.cancel()
+        stream.core_cancel_handler(kind, code)
 
     def refuse_stream(self, stream_id: int) -> bool:
         """RST_STREAM(REFUSED_STREAM) for a new peer stream no handler will see.
@@ -323,16 +316,8 @@ class ConnectionCore:
 
     def stream_closed(self, stream: H2Stream) -> None:
         """Both directions are over, or the stream was reset. Idempotent."""
-        if stream._closed:
+        if not stream.core_close():
             return
-        stream._closed = True
-        flow = stream._in_flow
-        if flow.pending_data:
-            flow.release()
-            self.connection_window_freed()
-        else:
-            flow.release()
-        stream._wake()
         if self._streams.pop(stream.stream_id, None) is not None or stream.stream_id == 0:
             if self.client_side:
                 self._open_outbound -= 1
@@ -369,15 +354,15 @@ class ConnectionCore:
 
     def local_end_written(self, stream: H2Stream) -> None:
         """Loopy wrote our END_STREAM for ``stream``."""
-        if stream._recv_ended or stream._out.reset_sent:
+        if stream.core_peer_ended or stream.core_output_reset:
             self.stream_closed(stream)
 
     def reset_stream(self, stream: H2Stream, code: int, error: BaseException | None) -> None:
         """Reset ``stream`` from a stream task: fail it now, RST_STREAM via loopy."""
-        if stream._closed:
+        if stream.core_closed:
             return
         if error is not None:
-            stream._fail(error)
+            stream.core_fail(error)
         # RST_STREAM first: closing the stream may make the connection idle, and a
         # server that answered a client's GOAWAY then queues GOAWAY + CloseConnection,
         # behind which loopy would never write this RST (the client would wait on the
@@ -466,8 +451,8 @@ class ConnectionCore:
         if data == BDP_PING_DATA and self.bdp is not None:
             self.bdp.timesnap(trio.current_time())
 
-    def window_opened_handled(self, stream_id: int) -> None:
-        self.windows_opened.discard(stream_id)
+    def window_opened_handled(self, item: WindowOpened) -> None:
+        self.windows_opened.discard(item)
 
     def on_goaway_written(self, last_stream_id: int) -> None:
         # A drain's first GOAWAY (2^31-1) is a heads-up, not the last word: loopy
@@ -541,7 +526,7 @@ class ConnectionCore:
                 stream_error = ConnectionClosingError("the connection was closed")
             stream_error.__cause__ = error
             self.cancel_handler(stream, kind, code)  # first, as in _on_stream_reset
-            stream._fail(stream_error)
+            stream.core_fail(stream_error)
             self.stream_closed(stream)
         self._quota_lot.unpark_all()
         self.not_accepting.set()

@@ -7,7 +7,11 @@ trio_h2t names errors by who caused them, the way trio does:
 - :class:`trio.BrokenResourceError` subclasses mean something *outside* broke it: the
   peer reset a stream, sent GOAWAY, violated the protocol, or the network failed. The
   underlying exception is in ``__cause__``.
-- Protocol errors carry the HTTP/2 ``error_code`` that goes (or came) on the wire.
+- Protocol errors (:class:`H2ProtocolError`) carry the HTTP/2 ``error_code`` that
+  goes (or came) on the wire, and have two sides, as h11's: the peer's
+  (:class:`RemoteProtocolError`, also a ``trio.BrokenResourceError``: the outside
+  broke it) and our own (:class:`LocalProtocolError`: this side failed to frame
+  what it was asked to send; no outside cause, so not a ``BrokenResourceError``).
 
 Errors are sticky: once a connection is broken, every later call fails fast with an
 error whose ``__cause__`` is the same first cause.
@@ -127,8 +131,10 @@ class GoAwayError(ConnectionLostError):
         )
 
 
-class H2ProtocolError(trio.BrokenResourceError):
-    """An HTTP/2 protocol violation; ``error_code`` is the code on the wire.
+class H2ProtocolError(Exception):
+    """An HTTP/2 protocol failure, of one side or the other (the base of
+    :class:`RemoteProtocolError` and :class:`LocalProtocolError`; never raised
+    itself); ``error_code`` is the code on the wire.
 
     ``retryable`` is False: the connection was in an unknown state.
     """
@@ -143,11 +149,19 @@ class H2ProtocolError(trio.BrokenResourceError):
 
 class LocalProtocolError(H2ProtocolError):
     """*We* could not do what HTTP/2 asks: raised to a stream's opener when loopy failed
-    to frame its HEADERS (``error_code`` INTERNAL_ERROR; nothing reached the wire)."""
+    to frame its HEADERS (``error_code`` INTERNAL_ERROR; nothing reached the wire).
+
+    This side's own failure (``__cause__`` is the exception framing raised), not
+    something outside: unlike :class:`RemoteProtocolError` it is not a
+    ``trio.BrokenResourceError`` (catch it as ``H2ProtocolError`` or by name).
+    """
 
 
-class RemoteProtocolError(H2ProtocolError):
-    """The *peer* violated HTTP/2; we sent (or tried to send) GOAWAY with ``error_code``."""
+class RemoteProtocolError(H2ProtocolError, trio.BrokenResourceError):
+    """The *peer* violated HTTP/2; we sent (or tried to send) GOAWAY with ``error_code``.
+
+    A ``trio.BrokenResourceError`` too: the outside broke the connection.
+    """
 
 
 class StreamResetError(trio.BrokenResourceError):

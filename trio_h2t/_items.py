@@ -37,6 +37,7 @@ one), so nobody waits forever on work that will never be written.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
@@ -57,6 +58,7 @@ __all__ = [
     "StartStream",
     "StreamDone",
     "StreamStarter",
+    "WindowKind",
     "WindowOpened",
     "WindowUpdate",
 ]
@@ -163,7 +165,7 @@ class Data(ControlItem):
         self.payload = payload
         self.end_stream = end_stream
         self.quota = quota
-        #: ``H2Stream``'s graceful close (``_close_after_output``) asks for the reset.
+        #: ``H2Stream``'s graceful close (``view_close_after_output``) asks for the reset.
         self.cancel_after = cancel_after
 
     def __repr__(self) -> str:
@@ -177,10 +179,8 @@ class Data(ControlItem):
         """Return the item's write quota to its stream, then (``cancel_after``) let
         it reset itself (once: the caller, loopy or the task that orphans the item,
         makes sure of that)."""
-        if self.quota:
-            self.stream._return_quota(self.quota)
-        if self.cancel_after:
-            self.stream._cancel_after_end()
+        if self.quota or self.cancel_after:
+            self.stream.loopy_released(self.quota, self.cancel_after)
 
     def orphan(self, error: BaseException) -> None:
         self.release()
@@ -225,18 +225,35 @@ class WindowUpdate(ControlItem):
     increment: int
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+class WindowKind(enum.Enum):
+    """Which send window a :class:`WindowOpened` says the peer opened."""
+
+    #: The connection's (a WINDOW_UPDATE on stream 0): the streams parked on it move.
+    CONNECTION = "connection"
+    #: Every stream's (SETTINGS_INITIAL_WINDOW_SIZE grew, RFC 9113 §6.9.2).
+    ALL_STREAMS = "all-streams"
+    #: One stream's (a WINDOW_UPDATE on ``stream_id``).
+    STREAM = "stream"
+
+
+@dataclass(frozen=True, slots=True)
 class WindowOpened(ControlItem):
-    """The peer opened our send window: 0 = the connection's (only the active
-    streams may move), -1 = every stream's (SETTINGS_INITIAL_WINDOW_SIZE grew),
-    otherwise that stream's. Loopy wakes the streams parked on it. No frame is written.
-    The reader queues at most one per ``stream_id`` until loopy handles it
-    (``ConnectionCore.windows_opened``).
+    """The peer opened our send window, the ``kind`` of window it was (for
+    ``WindowKind.STREAM``, that of ``stream_id``; 0 otherwise). Loopy wakes the
+    streams parked on it. No frame is written.
+
+    Compared and hashed by value (unlike the other items): the reader queues at most
+    one equal item until loopy handles it (``ConnectionCore.windows_opened``).
     """
 
     throttled: ClassVar[bool] = False
 
-    stream_id: int
+    kind: WindowKind
+    stream_id: int = 0
+
+    def __post_init__(self) -> None:
+        if (self.kind is WindowKind.STREAM) != (self.stream_id > 0):
+            raise ValueError(f"a {self.kind} window needs stream_id > 0 iff it is a stream's")
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -16,9 +16,10 @@ Theory of operation (grpc-go's ``loopyWriter.run``, re-thought for Trio)
    if more than ``write_buffer_size`` bytes were framed, flushed as they pile up).
 
 Data is written **round robin**: the active list holds exactly the streams that have
-queued output that may be able to move (invariant: ``stream in active`` iff
-``stream._out.state == OUT_ACTIVE``; ``_outstream.py`` has the per-stream state, which
-only loopy writes). Each turn writes at most one quantum, one DATA
+queued output that may be able to move (invariant: ``out in active`` iff
+``out.state == OUT_ACTIVE``). The per-stream output state (``_outstream.py``) lives in
+loopy's own table, ``_outs``, keyed by stream id, as grpc-go's loopy keeps its
+``outStream``: no other task reads or writes it. Each turn writes at most one quantum, one DATA
 frame of at most ``min(peer MAX_FRAME_SIZE, stream window, connection window)``
 bytes (and at most our own ``max_frame_size``), for the stream at the head, then
 moves it to the tail. A stream whose own
@@ -98,10 +99,11 @@ from ._items import (
     Settings,
     StartStream,
     StreamDone,
+    WindowKind,
     WindowOpened,
     WindowUpdate,
 )
-from ._outstream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_EMPTY, OUT_WAITING
+from ._outstream import OUT_ACTIVE, OUT_CONN_WAITING, OUT_EMPTY, OUT_WAITING, OutStream
 from ._sockopts import stdlib_socket, stream_error, wait_writable
 from ._statistics import LoopyStatistics
 from ._stream import H2Stream
@@ -205,11 +207,8 @@ class LoopyCore(Protocol):
     def refuse_new_stream_error(self) -> BaseException | None:
         """Why a new client stream may not start now, or None."""
 
-    def find_stream(self, stream_id: int) -> H2Stream | None:
-        """The open stream with ``stream_id``, or None."""
-
-    def window_opened_handled(self, stream_id: int) -> None:
-        """Loopy handled the ``WindowOpened`` for ``stream_id``: another may be queued."""
+    def window_opened_handled(self, item: WindowOpened) -> None:
+        """Loopy handled ``item``: another like it may be queued."""
 
     def on_ping_written(self, data: bytes) -> None:
         """Loopy framed a PING with ``data``."""
@@ -254,17 +253,20 @@ class Loopy:
         self._write_buffer_size = core.config.write_buffer_size
         # We send no frame larger than we accept ourselves, even if the peer allows it.
         self._max_frame = core.config.max_frame_size
-        # Invariant: a stream is in _active iff its _out.state is OUT_ACTIVE, and
-        # in _waiting iff it is OUT_WAITING (data queued, stream window exhausted).
-        self._active: deque[H2Stream] = deque()
+        # The per-stream output state, by stream id (_outstream.py): an entry from
+        # the first item loopy handles for a stream until its output is over.
+        self._outs: dict[int, OutStream] = {}
+        # Invariant: an entry is in _active iff its state is OUT_ACTIVE, and in
+        # _waiting iff it is OUT_WAITING (data queued, stream window exhausted).
+        self._active: deque[OutStream] = deque()
         # An insertion-ordered dict, not a set: parked streams resume in the order
         # they parked (round robin), the same on every run.
-        self._waiting: dict[H2Stream, None] = {}
-        # Invariant: a stream is in _conn_waiting iff its _out.state is
-        # OUT_CONN_WAITING (its next DATA needs the exhausted connection window).
-        # A list, not a deque: only appended, removed and emptied whole, and an
-        # empty list costs 56 bytes where a deque costs 760 (idle connections).
-        self._conn_waiting: list[H2Stream] = []
+        self._waiting: dict[OutStream, None] = {}
+        # Invariant: an entry is in _conn_waiting iff its state is OUT_CONN_WAITING
+        # (its next DATA needs the exhausted connection window). A list, not a
+        # deque: only appended, removed and emptied whole, and an empty list costs
+        # 56 bytes where a deque costs 760 (idle connections).
+        self._conn_waiting: list[OutStream] = []
         # What is framed and not yet written, in order: h2's buffers taken at each
         # DATA frame (ending in its header), payloads, GOAWAYs; h2's own buffer
         # follows them. _chunk_bytes is their total length.
@@ -302,6 +304,12 @@ class Loopy:
         update that finds nobody parked changes nothing loopy would do (it reads
         h2's windows when it frames), and costs it a wake-up for nothing."""
         return bool(self._waiting or self._conn_waiting)
+
+    def outstream_for_testing(self, stream_id: int) -> OutStream | None:
+        """Loopy's output entry for ``stream_id``, or None (none, or its output is
+        over). For tests, which read it between two of loopy's steps (as grpc-go's
+        ``outStreamRequestForTesting``); nothing in the package calls it."""
+        return self._outs.get(stream_id)
 
     @property
     def stream_frames_written(self) -> int:
@@ -516,7 +524,15 @@ class Loopy:
             # write path allocates nothing it can avoid (grpc-go #8668;
             # docs/architecture.md, "Allocations per write").
             if type(item) is Data:
-                self._queue_output(item.stream, item)
+                stream = item.stream
+                sid = stream.stream_id
+                out = self._outs.get(sid)
+                if out is None:  # the stream's first item: make its entry
+                    if not sid or stream.core_output_over:
+                        item.release()  # its output is over: nothing more is written
+                        return
+                    out = self._outs[sid] = OutStream(stream)
+                self._queue_output(out, item)
                 return
             # ``match`` with class patterns, most frequent first (HEADERS carry every
             # stream; the rest come with the peer's frames or a stream's end); mypy
@@ -527,13 +543,16 @@ class Loopy:
             match item:
                 case Headers():
                     stream = item.stream
-                    out = stream._out
-                    if out.done:
-                        return
+                    sid = stream.stream_id
+                    out = self._outs.get(sid)
+                    if out is None:  # the stream's first item: make its entry
+                        if not sid or stream.core_output_over:
+                            return  # its output is over
+                        out = self._outs[sid] = OutStream(stream)
                     if out.state == OUT_EMPTY:
-                        self._write_headers(stream, item)  # nothing queued: write at once
+                        self._write_headers(out, item)  # nothing queued: write at once
                     else:
-                        self._queue_output(stream, item)  # trailers go after queued data
+                        self._queue_output(out, item)  # trailers go after queued data
                 case StartStream():
                     self._start_stream(item)
                 case WindowUpdate():
@@ -541,7 +560,7 @@ class Loopy:
                     if target is None:
                         h2.increment_flow_control_window(item.increment)
                         self._frames += 1
-                    elif not target._closed and target.stream_id:
+                    elif not target.core_closed and target.stream_id:
                         try:
                             h2.increment_flow_control_window(item.increment, target.stream_id)
                             self._frames += 1
@@ -550,8 +569,8 @@ class Loopy:
                 case PeerResponse():
                     self._frames += 1  # its bytes already sit in h2's buffer
                 case WindowOpened():
-                    self._core.window_opened_handled(item.stream_id)
-                    self._window_opened(item.stream_id)
+                    self._core.window_opened_handled(item)
+                    self._window_opened(item)
                 case Ping():
                     h2.ping(item.data)
                     self._frames += 1
@@ -563,10 +582,11 @@ class Loopy:
                         self._reset(item.stream, item.error_code)
                 case StreamDone():
                     # Over for loopy: nothing more is written for it, no RST is owed.
-                    self._drop_output(item.stream)
-                    out = item.stream._out
-                    out.done = True
-                    out.reset_sent = True
+                    stream = item.stream
+                    out = self._outs.get(stream.stream_id)
+                    if out is not None:
+                        self._drop_output(out)
+                    stream.loopy_output_reset()
                 case Settings():
                     h2.update_settings(dict(item.changes))
                     self._frames += 1
@@ -593,7 +613,7 @@ class Loopy:
         if isinstance(item, StartStream):
             log.error("loopy could not frame a new stream's HEADERS; failing it", exc_info=exc)
             if item.stream is not None:
-                item.stream._out.done = True  # nothing was sent, nothing more will be
+                item.stream.loopy_output_reset()  # nothing was sent, nothing more will be
             item.starter.failed(exc)
             return True
         stream = getattr(item, "stream", None)  # Data, Headers, WindowUpdate, ...
@@ -601,7 +621,8 @@ class Loopy:
             return False
         unreleased = None
         if isinstance(item, Data):
-            queue = stream._out.queue
+            out = self._outs.get(stream.stream_id)
+            queue = out.queue if out is not None else None
             if queue is None or not any(queued is item for queued in queue):
                 unreleased = item  # never queued: _drop_output won't see it
         self._stream_failed(stream, exc)
@@ -622,7 +643,7 @@ class Loopy:
         )
         error = StreamResetError(stream.stream_id, ErrorCodes.INTERNAL_ERROR, remote=False)
         error.__cause__ = exc
-        stream._fail(error)
+        stream.core_fail(error)
         self._reset(stream, ErrorCodes.INTERNAL_ERROR)  # drops output: quota returns
         self._core.stream_closed(stream)
 
@@ -632,7 +653,7 @@ class Loopy:
         error = core.refuse_new_stream_error()
         if error is not None:
             if stream is not None:
-                stream._out.done = True  # it will never send
+                stream.loopy_output_reset()  # it will never send
             item.starter.orphaned(error)
             return
         stream_id = self._h2.get_next_available_stream_id()
@@ -643,19 +664,19 @@ class Loopy:
         if item.end_stream and stream is not None:
             # The HEADERS carried END_STREAM: our side is done, so the stream
             # closes when the response ends (not only when its block is left).
-            stream._out.done = True
+            stream.loopy_output_ended()
             core.local_end_written(stream)
 
-    def _write_headers(self, stream: H2Stream, item: Headers) -> None:
+    def _write_headers(self, out: OutStream, item: Headers) -> None:
         try:
-            self._h2.send_headers(stream.stream_id, item.headers, end_stream=item.end_stream)
+            self._h2.send_headers(out.stream.stream_id, item.headers, end_stream=item.end_stream)
         except StreamClosedError:
-            self._drop_output(stream)
+            self._drop_output(out)
             return
         self._frames += 1
         self._headers_frames += 1
         if item.end_stream:
-            self._local_end(stream)
+            self._local_end(out)
 
     def _write_goaway(self, item: GoAway) -> None:
         last = item.last_stream_id
@@ -676,18 +697,22 @@ class Loopy:
         when the request body is still open. If the END_STREAM went out meanwhile,
         the reset is written now (unless the peer's side has ended since).
         """
-        out = stream._out
-        if not out.done:
-            out.rst_on_end = True  # _local_end resets
-        elif not stream._recv_ended and not stream._closed:
+        if not stream.core_output_over:
+            out = self._outs.get(stream.stream_id)
+            if out is not None:
+                out.rst_on_end = True  # _local_end resets
+            # (No entry, output not over: h2 closed the stream and its output was
+            # dropped; no END_STREAM will be written.)
+        elif not stream.core_peer_ended and not stream.core_closed:
             self._reset(stream, error_code)
             self._core.stream_closed(stream)
 
     def _reset(self, stream: H2Stream, error_code: int) -> None:
-        self._drop_output(stream)
-        out = stream._out
-        if stream.stream_id and not out.reset_sent:
-            out.reset_sent = True
+        out = self._outs.get(stream.stream_id)
+        if out is not None:
+            self._drop_output(out)
+        if stream.stream_id and not stream.core_output_reset:
+            stream.loopy_output_reset()
             try:
                 self._h2.reset_stream(stream.stream_id, error_code)
                 self._frames += 1
@@ -696,42 +721,38 @@ class Loopy:
 
     # ------------------------------------------------------------------ data
 
-    def _queue_output(self, stream: H2Stream, item: Data | Headers) -> None:
-        out = stream._out
-        if out.done:
-            if isinstance(item, Data):
-                item.release()
-            return
+    def _queue_output(self, out: OutStream, item: Data | Headers) -> None:
         queue = out.queue
         if queue is None:
             queue = out.queue = deque()
         queue.append(item)
         if out.state == OUT_EMPTY:
             out.state = OUT_ACTIVE
-            self._active.append(stream)
+            self._active.append(out)
 
-    def _window_opened(self, stream_id: int) -> None:
-        if stream_id == 0:
+    def _window_opened(self, item: WindowOpened) -> None:
+        kind = item.kind
+        if kind is WindowKind.CONNECTION:
             # The connection window reopened: the streams parked on it were at the
             # head of the round robin, so they go back there, in the order they parked.
             conn_waiting = self._conn_waiting
             if conn_waiting:
-                for stream in conn_waiting:
-                    stream._out.state = OUT_ACTIVE
+                for out in conn_waiting:
+                    out.state = OUT_ACTIVE
                 self._active.extendleft(reversed(conn_waiting))
                 conn_waiting.clear()
             return
-        if stream_id == -1:
+        if kind is WindowKind.ALL_STREAMS:
             waiting = list(self._waiting)
             self._waiting.clear()
-            for stream in waiting:
-                stream._out.state = OUT_ACTIVE
-                self._active.append(stream)
+            for out in waiting:
+                out.state = OUT_ACTIVE
+                self._active.append(out)
             return
-        found = self._core.find_stream(stream_id)
-        if found is not None and found._out.state == OUT_WAITING:
+        found = self._outs.get(item.stream_id)
+        if found is not None and found.state == OUT_WAITING:
             self._waiting.pop(found, None)
-            found._out.state = OUT_ACTIVE
+            found.state = OUT_ACTIVE
             self._active.append(found)
 
     def _process_data(self) -> bool:
@@ -744,8 +765,8 @@ class Loopy:
         if not active:
             return False
         h2 = self._h2
-        stream = active[0]
-        out = stream._out
+        out = active[0]
+        stream = out.stream
         try:
             queue = out.queue
             assert queue is not None  # an active stream has output queued
@@ -754,8 +775,8 @@ class Loopy:
                 active.popleft()
                 queue.popleft()
                 out.state = OUT_EMPTY
-                self._write_headers(stream, item)
-                self._after_write(stream)
+                self._write_headers(out, item)
+                self._after_write(out)
                 return True
             payload = item.payload
             offset = out.offset
@@ -771,23 +792,23 @@ class Loopy:
                         h2.send_data(sid, b"", end_stream=True)
                         self._frames += 1
                         self._data_frames += 1
-                        self._local_end(stream)
+                        self._local_end(out)
                     except StreamClosedError:
                         # The peer reset the stream after this item was queued: the
                         # reader closed it (h2 may have forgotten it), and the
                         # StreamDone it queued is still behind this item.
-                        self._drop_output(stream)
+                        self._drop_output(out)
                         item.release()  # taken off the queue: not dropped above
                         return True
                 item.release()
-                self._after_write(stream)
+                self._after_write(out)
                 return True
             if h2.outbound_flow_control_window <= 0:
                 # Park on the connection window; streams behind whose output needs
                 # no window (trailers, an empty END_STREAM) are not held up by it.
                 active.popleft()
                 out.state = OUT_CONN_WAITING
-                self._conn_waiting.append(stream)
+                self._conn_waiting.append(out)
                 return True
             # h2's local_flow_control_window (the smaller of the two windows) inline
             # for a stream h2 holds; any other takes h2's call, and its error.
@@ -802,12 +823,12 @@ class Loopy:
                 except (StreamClosedError, KeyError, ProtocolError):
                     active.popleft()
                     out.state = OUT_EMPTY
-                    self._drop_output(stream)
+                    self._drop_output(out)
                     return True
             if window <= 0:
                 active.popleft()
                 out.state = OUT_WAITING
-                self._waiting[stream] = None
+                self._waiting[out] = None
                 return True
             size = min(remaining, window, h2.max_outbound_frame_size, self._max_frame)
             done = size == remaining
@@ -828,7 +849,7 @@ class Loopy:
             except StreamClosedError:
                 active.popleft()
                 out.state = OUT_EMPTY
-                self._drop_output(stream)
+                self._drop_output(out)
                 return True
             self._chunks += (head, chunk)
             self._chunk_bytes += len(head) + size
@@ -841,12 +862,12 @@ class Loopy:
                 item.release()
                 if item.end_stream:
                     out.state = OUT_EMPTY
-                    self._local_end(stream)
+                    self._local_end(out)
                     return True
             else:
                 out.offset = offset + size
             out.state = OUT_EMPTY
-            self._after_write(stream)
+            self._after_write(out)
             return True
         except (_Stop, trio.BrokenResourceError, trio.ClosedResourceError):
             raise
@@ -854,36 +875,38 @@ class Loopy:
             self._stream_failed(stream, exc)
             return True
 
-    def _after_write(self, stream: H2Stream) -> None:
-        # The stream was just taken off the head; decide where it goes next.
-        out = stream._out
-        if out.done or not out.queue:
+    def _after_write(self, out: OutStream) -> None:
+        # The stream was just taken off the head; decide where it goes next (its
+        # output may be over: _local_end dropped its queue).
+        if not out.queue:
             out.state = OUT_EMPTY
             return
         out.state = OUT_ACTIVE
-        self._active.append(stream)  # round robin: to the tail
+        self._active.append(out)  # round robin: to the tail
 
-    def _local_end(self, stream: H2Stream) -> None:
-        out = stream._out
-        out.done = True
-        self._drop_output(stream)
-        if out.rst_on_end and not stream._recv_ended:
+    def _local_end(self, out: OutStream) -> None:
+        stream = out.stream
+        stream.loopy_output_ended()
+        self._drop_output(out)
+        if out.rst_on_end and not stream.core_peer_ended:
             # RFC 9113 §8.1: a complete response may be followed by
             # RST_STREAM(NO_ERROR) when the request body is still open.
             self._reset(stream, 0)
         self._core.local_end_written(stream)
 
-    def _drop_output(self, stream: H2Stream) -> None:
-        """Forget a stream's queued output, releasing its data (write quota)."""
-        out = stream._out
+    def _drop_output(self, out: OutStream) -> None:
+        """Forget a stream's entry and queued output, releasing its data (write
+        quota). An item for it that comes later makes a new entry, unless its output
+        is over (``_handle``)."""
+        self._outs.pop(out.stream.stream_id, None)
         if out.state == OUT_ACTIVE:
             with contextlib.suppress(ValueError):
-                self._active.remove(stream)
+                self._active.remove(out)
         elif out.state == OUT_WAITING:
-            self._waiting.pop(stream, None)
+            self._waiting.pop(out, None)
         elif out.state == OUT_CONN_WAITING:
             with contextlib.suppress(ValueError):
-                self._conn_waiting.remove(stream)
+                self._conn_waiting.remove(out)
         out.state = OUT_EMPTY
         out.offset = 0
         queue = out.queue
@@ -901,8 +924,10 @@ class Loopy:
     def _drop_all_output(self) -> None:
         # Active *and* parked streams: a stream parked on an exhausted window still
         # holds data, and its producer's write quota, until it is dropped.
-        for stream in [*self._active, *self._waiting, *self._conn_waiting]:
-            self._drop_output(stream)
+        # (Every entry on a list is in _outs: _drop_output takes it off both.)
+        for out in list(self._outs.values()):
+            self._drop_output(out)
+        self._outs.clear()
         self._active.clear()
         self._waiting.clear()
         self._conn_waiting.clear()

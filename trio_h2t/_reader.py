@@ -73,6 +73,7 @@ from ._items import (
     Ping,
     Settings,
     StreamDone,
+    WindowKind,
     WindowOpened,
     WindowUpdate,
 )
@@ -189,7 +190,7 @@ _MIN_PRUNE = 32
 
 def _views_live(buf: bytearray, holders: set[H2Stream]) -> bool:
     """Whether a stream in ``holders`` still queues a view of ``buf``."""
-    return any(stream._holds_view(buf) for stream in holders)
+    return any(stream.reader_holds_view(buf) for stream in holders)
 
 
 class Reader:
@@ -357,7 +358,7 @@ class Reader:
         is constant per view handed out.
         """
         assert isinstance(buf, bytearray)
-        holders.difference_update([s for s in holders if not s._holds_view(buf)])
+        holders.difference_update([s for s in holders if not s.reader_holds_view(buf)])
         self._prune_at = max(_MIN_PRUNE, 2 * len(holders))
 
     def _reuse_buffer(self, buf: bytearray) -> bytearray | None:
@@ -381,7 +382,7 @@ class Reader:
             self._spare_holders.clear()
         elif _views_live(spare, self._spare_holders):
             for stream in holders:
-                stream._detach(buf)
+                stream.reader_detach(buf)
             holders.clear()
             return None
         self._spare = buf
@@ -395,9 +396,9 @@ class Reader:
         spare = self._spare
         if spare is not None:
             for stream in self._spare_holders:
-                stream._detach(spare)
+                stream.reader_detach(spare)
         for stream in self._holders:
-            stream._detach(buf)
+            stream.reader_detach(buf)
         self._holders.clear()
         self._spare_holders.clear()
         self._prune_at = _MIN_PRUNE
@@ -436,20 +437,17 @@ class Reader:
                 stream = streams.get(ev.stream_id)
                 if stream is not None:
                     # First: the bytes count against the inbound budget before
-                    # the connection window is given back (_flow.py).
+                    # the connection window is given back (_flow.py). A view of
+                    # the frame buffer is kept as a view only if the stream's
+                    # application has read all before it (else it is copied now,
+                    # once: that application may stay behind for a window, longer
+                    # than the buffer can wait); its holder is then remembered.
                     data = ev.data
-                    if isinstance(data, memoryview):  # of the frame buffer
-                        if stream._chunks:
-                            # Its application is behind: it may stay behind for
-                            # a window, longer than the buffer can wait. Copy
-                            # now, once (receive_some returns these bytes).
-                            data = data.tobytes()
-                        else:
-                            holders = self._holders
-                            if len(holders) >= self._prune_at:
-                                self._prune_holders(holders, data.obj)
-                            holders.add(stream)
-                    stream._on_data(data, n)
+                    if stream.reader_deliver_data(data, n):
+                        holders = self._holders
+                        if len(holders) >= self._prune_at:
+                            self._prune_holders(holders, memoryview(data).obj)
+                        holders.add(stream)
                 if not n and ev.stream_ended is None:
                     self._flood("empty_data")  # RFC 9113 allows it; costs us a frame
                 inc = self._in_flow.on_data(n)
@@ -477,8 +475,8 @@ class Reader:
                     if stream is not None:
                         # A body short of (or over) its content-length never gets
                         # here: _h2fixes ends that stream as malformed (RFC 9113 §8.1.1).
-                        stream._on_end()
-                        if stream._out.done:
+                        stream.reader_deliver_end()
+                        if stream.core_output_over:
                             core.stream_closed(stream)
                 case RequestReceived():
                     if self._on_request(ev):  # refused: RST_STREAM(REFUSED_STREAM)
@@ -487,11 +485,11 @@ class Reader:
                 case ResponseReceived():
                     stream = streams.get(ev.stream_id)
                     if stream is not None:
-                        stream._on_headers(list(ev.headers))
+                        stream.reader_deliver_headers(list(ev.headers))
                 case TrailersReceived():
                     stream = streams.get(ev.stream_id)
                     if stream is not None:
-                        stream._on_trailers(list(ev.headers))
+                        stream.reader_deliver_trailers(list(ev.headers))
                 case WindowUpdated():
                     if ev.delta is not None and ev.delta < SMALL_WINDOW_UPDATE:
                         self._small_updates += 1
@@ -500,7 +498,8 @@ class Reader:
                             > SMALL_UPDATES_PER_FRAME * core.loopy.stream_frames_written
                         ):
                             self._flood("window_updates")
-                    self._window_opened(ev.stream_id)
+                    sid = ev.stream_id
+                    self._window_opened(WindowKind.STREAM if sid else WindowKind.CONNECTION, sid)
                 case PingReceived():
                     self._put(PeerResponse("ping-ack"))  # the ACK first, as grpc-go
                     announced = True
@@ -533,7 +532,7 @@ class Reader:
                     # resets a stream past _h2state.MAX_INFORMATIONAL of them.
                     stream = streams.get(ev.stream_id)
                     if stream is not None:
-                        stream._on_informational(list(ev.headers))
+                        stream.reader_deliver_informational(list(ev.headers))
                 case RemoteSettingsChanged():
                     self._put(PeerResponse("settings-ack"))
                     announced = True
@@ -622,7 +621,7 @@ class Reader:
         if stream is None:
             return
         code = ev.error_code if ev.error_code is not None else ErrorCodes.NO_ERROR
-        if ev.remote_reset and code == ErrorCodes.NO_ERROR and stream._recv_ended:
+        if ev.remote_reset and code == ErrorCodes.NO_ERROR and stream.core_peer_ended:
             # The peer finished its side and does not want the rest of ours
             # (RFC 9113 §8.1): what we received stays readable. A server's handler is
             # cancelled all the same (cancel_reason "peer-reset", NO_ERROR): nothing
@@ -639,7 +638,7 @@ class Reader:
         # Cancel the handler first: a handler parked on the stream then sees
         # Cancelled (as documented), not a StreamResetError logged as its failure.
         core.cancel_handler(stream, "peer-reset" if ev.remote_reset else "stream-error", code)
-        stream._fail(error)
+        stream.core_fail(error)
         self._put(StreamDone(stream))
         core.stream_closed(stream)
 
@@ -654,20 +653,21 @@ class Reader:
             core.set_peer_max_streams(2**31)
         iws = changed.get(SettingCodes.INITIAL_WINDOW_SIZE)
         if iws is not None and (iws.original_value is None or iws.new_value > iws.original_value):
-            self._window_opened(-1)
+            self._window_opened(WindowKind.ALL_STREAMS)
         core.settings_received.set()
 
-    def _window_opened(self, stream_id: int) -> None:
+    def _window_opened(self, kind: WindowKind, stream_id: int = 0) -> None:
         core = self._core
         if not core.loopy.parked_on_windows:
             # Nobody waits: the next frame loopy writes reads the window h2 now
             # holds. (A bulk transfer's WINDOW_UPDATEs arrive long before its
             # window runs out: each woke loopy for nothing.)
             return
+        item = WindowOpened(kind, stream_id)
         opened = core.windows_opened
-        if stream_id not in opened:
-            opened.add(stream_id)
-            self._put(WindowOpened(stream_id))
+        if item not in opened:
+            opened.add(item)
+            self._put(item)
 
     def _on_bdp_ack(self) -> None:
         core = self._core
@@ -686,7 +686,7 @@ class Reader:
         # twice and let a peer buffer twice the growth in an unread stream. grpc-go's
         # updateFlowControl does the same (inFlow.newLimit sends nothing).
         for stream in core._streams.values():
-            stream._in_flow.new_limit(window)
+            stream.reader_new_window_limit(window)
         self._put(Settings(((SettingCodes.INITIAL_WINDOW_SIZE, window),)))
 
     def _on_goaway(self, ev: GoAwayReceived) -> None:
@@ -711,7 +711,7 @@ class Reader:
                 # RFC 9113 §6.8: the server never processed it: safe to retry elsewhere.
                 refused = StreamRefusedError(sid, ErrorCodes.REFUSED_STREAM, remote=True)
                 refused.__cause__ = core.goaway_error()
-                stream._fail(refused)
+                stream.core_fail(refused)
                 self._put(StreamDone(stream))
                 core.stream_closed(stream)
         core.wake_quota_waiters()  # waiters in open_stream must now fail

@@ -37,7 +37,7 @@ from h2.errors import ErrorCodes
 from ._config import TransportConfig, resolve_config
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
-from ._items import Data, Headers, ResetStream
+from ._items import ResetStream
 from ._keepalive import run_server_keepalive, server_keepalive_enabled
 from ._linger import (
     LINGER as LINGER,  # re-exported for the tests' bounds
@@ -217,11 +217,9 @@ class _Admission:
         headers = list(ev.headers)
         stream = H2Stream._create(core, stream_id=sid, headers=headers)
         # RFC 9110 §10.1.1: the client waits for a 100 before sending its body; the
-        # handler's first read sends it (H2Stream._send_continue).
-        stream._continue_pending = not ev.stream_ended and _expects_continue(headers)
-        # Created here, not in the handler task: a reset that arrives before the
-        # handler first runs must still cancel it.
-        stream._cancel_scope = trio.CancelScope()
+        # handler's first read sends it. The handler's cancel scope is made here, not
+        # in the handler task: a reset before the handler first runs must cancel it.
+        stream.server_admit(expects_continue=not ev.stream_ended and _expects_continue(headers))
         core._streams[sid] = stream
         core.streams_opened += 1
         core._open_inbound += 1
@@ -243,7 +241,7 @@ class _Admission:
         limit = self._inbound_stream_limit()
         while waiting and core.handlers_running < limit:
             stream = waiting.popleft()
-            if stream._closed:
+            if stream.core_closed:
                 continue  # reset (or the connection ended) while it waited
             core.handlers_running += 1
             self._nursery.start_soon(self.run_handler, stream, name=f"h2-stream-{stream.stream_id}")
@@ -259,15 +257,15 @@ class _Admission:
         try:
             core = self._core
             handler = self._handler
-            scope = stream._cancel_scope
-            assert scope is not None
+            scope = stream.server_handler_scope
+            assert scope is not None  # made at admission
             raised = outside = False
             try:
                 with scope:
                     await handler(stream)
             except (StreamResetError, ConnectionClosingError, ConnectionLostError) as exc:
                 raised = True
-                if stream._error is None:
+                if stream.core_error is None:
                     self._handler_failed(stream)
                 else:
                     # The stream failed under the handler (the peer reset it, or the
@@ -297,13 +295,13 @@ class _Admission:
                         "handler for stream %d returned without a response; answered 500",
                         stream.stream_id,
                     )
-                if not stream._closed:
-                    if stream._end_queued and stream._error is None:
+                if not stream.core_closed:
+                    if stream.core_end_queued and stream.core_error is None:
                         # The response is complete: close the request side too
                         # (RST_STREAM(NO_ERROR) after the response, if still open).
-                        if stream._recv_ended:
+                        if stream.core_peer_ended:
                             pass  # closes when loopy writes our END_STREAM
-                        elif stream._out.done:
+                        elif stream.core_output_over:
                             core.reset_stream(stream, ErrorCodes.NO_ERROR, None)
                         else:
                             # Loopy resets once it has written our END_STREAM.
@@ -340,19 +338,9 @@ class _Admission:
         Returns False (nothing queued) if headers were sent, or the stream or the
         connection is over; the caller then resets the stream.
         """
-        if stream._headers_sent or stream._closed or stream._error is not None:
-            return False
-        # RFC 9110 §9.3.2: a response to HEAD carries no content.
-        head = (b":method", b"HEAD") in (stream._headers or ())
-        try:
-            stream._put_output(Headers(stream, INTERNAL_ERROR_RESPONSE, head))
-        except ConnectionClosingError:
-            return False
-        stream._headers_sent = True
-        if not head:
-            stream._put_output(Data(stream, INTERNAL_ERROR_BODY, True))
-        stream._end_queued = True
-        return True
+        if stream.core_headers_sent:
+            return False  # the usual case, without a call
+        return stream.server_answer(INTERNAL_ERROR_RESPONSE, INTERNAL_ERROR_BODY)
 
 
 @final

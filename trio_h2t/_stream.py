@@ -10,7 +10,15 @@ A stream object is touched by three tasks, each on its own fields (tags below):
   *write quota*, so a producer cannot queue unbounded data ahead of flow control.
 - the **reader** appends what arrives (headers, data, trailers, resets) and wakes the
   stream task. It never waits on the stream: a slow stream only stops its own window.
-- **loopy** keeps the stream's output queue and writes it, a quantum at a time.
+- **loopy** keeps the stream's output queue in its own table (``_outstream.py``) and
+  writes it, a quantum at a time; the stream holds only whether its output is over.
+
+The reader, loopy and the connection core reach a stream through methods named for
+the calling task (``reader_*``, ``loopy_*``, ``core_*``, ``server_*``, ``client_*``,
+``view_*``: the tasks' interface, at the end of the class) and read a few plain
+fields (``core_closed``, ``core_peer_ended``, ``core_output_over``...), which only
+this module writes; no other module touches an underscore member
+(tests/test_stream_privacy.py).
 
 Every mutation of shared fields happens between awaits, so no lock is needed; where
 two tasks touch a field the tag says ``shared`` and what keeps it consistent.
@@ -33,17 +41,21 @@ from ._exceptions import ConnectionClosingError, H2ProtocolError, StreamResetErr
 from ._flow import StreamInFlow
 from ._headers import HEAD_RULE, BodyRule, validate_to_send
 from ._items import Data, Headers
-from ._messages import DEADLINE, CancelReason, Request
-from ._outstream import OutStream
+from ._messages import DEADLINE, CancelKind, CancelReason, Request
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
     from ._connection import ConnectionCore
     from ._streamview import H2StreamView
 
-__all__ = ["CONTINUE_RESPONSE", "H2Stream", "HeaderList"]
+__all__ = ["CONTINUE_RESPONSE", "H2Stream", "HeaderList", "TASK_INTERFACE_PREFIXES"]
 
 HeaderList = list[tuple[bytes, bytes]]
+
+#: The prefixes of H2Stream's members that the transport's own tasks call (the
+#: tasks' interface, at the end of the class): not for applications, so the API
+#: reference (docs/conf.py) and tests/test_exports.py leave them out.
+TASK_INTERFACE_PREFIXES = ("reader_", "loopy_", "core_", "server_", "client_", "view_")
 
 
 def _as_header_list(headers: Sequence[tuple[bytes | str, bytes | str]]) -> HeaderList:
@@ -182,26 +194,27 @@ class H2Stream(metaclass=NoPublicConstructor):
         "_body_rule",
         "_body_sent",
         "_cancel_reason",
-        "_cancel_scope",
         "_chunks",
-        "_closed",
         "_continue_pending",
         "_core",
         "_deadline_scope",
-        "_end_queued",
-        "_error",
         "_headers",
-        "_headers_sent",
         "_in_flow",
         "_info_read",
         "_informational",
-        "_out",
-        "_recv_ended",
         "_recv_waiter",
         "_request_view",
         "_send_waiter",
         "_trailers",
         "_write_quota",
+        "core_closed",
+        "core_end_queued",
+        "core_error",
+        "core_headers_sent",
+        "core_output_over",
+        "core_output_reset",
+        "core_peer_ended",
+        "server_handler_scope",
         "stream_id",
     )
 
@@ -217,9 +230,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         # shared: the reader appends, the stream task pops. Built on the first DATA
         # (a deque is ~600 bytes; most unary streams carry no body one way or the other).
         # A chunk is bytes, or a memoryview: of the reader's frame buffer (copied by
-        # ``_detach`` before the reader reuses those bytes), or of a chunk partly read.
+        # ``reader_detach`` before the reader reuses those bytes), or of a chunk partly read.
         self._chunks: deque[bytes | memoryview] | None = None
-        self._recv_ended = False  # owner: reader: END_STREAM received
+        self.core_peer_ended = False  # owner: reader: END_STREAM received
         self._trailers: HeaderList | None = None  # owner: reader
         # shared: the reader (on_data, new_limit), the stream task (on_read, request),
         # stream_closed in any task (release); each call synchronous.
@@ -243,13 +256,13 @@ class H2Stream(metaclass=NoPublicConstructor):
         # final response is queued (the first body read queues the 100).
         self._continue_pending = False
 
-        # shared: sticky, set once by whoever ends the stream abnormally (_fail).
-        self._error: BaseException | None = None
+        # shared: sticky, set once by whoever ends the stream abnormally (core_fail).
+        self.core_error: BaseException | None = None
 
         # -- outbound: the stream task (its opener or its handler runner included)
-        self._headers_sent = headers is None  # owner: stream task; client: by open_stream
+        self.core_headers_sent = headers is None  # owner: stream task; client: by open_stream
         # owner: stream task. END_STREAM queued (by data, trailers or end()).
-        self._end_queued = False
+        self.core_end_queued = False
         # shared: -= by the stream task; += by the Data item's release, run by
         # loopy once written, or by the task that finishes the control buffer
         # (orphaning). May go negative: one big write is admitted.
@@ -262,16 +275,21 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._body_rule: BodyRule | None = None
         self._body_sent = 0  # owner: stream task
 
-        # immutable after init; every field of it: owner loopy (others read, and
-        # ask for changes with control items; see _outstream.py).
-        self._out = OutStream()
+        # owner: loopy (loopy_output_ended / loopy_output_reset); any task reads.
+        # Whether loopy will write more for this stream, the one fact of its output
+        # state (which lives in loopy's own table, _outstream.py) other tasks read:
+        # our END_STREAM or RST_STREAM is written, or none is owed.
+        self.core_output_over = False
+        # owner: loopy, as core_output_over: our RST_STREAM is written, or none is
+        # owed (the peer reset the stream, or it never started).
+        self.core_output_reset = False
 
         # shared: set once, by core.stream_closed, which the reader, loopy and the
         # stream task all call: both directions over (or reset); deregistered.
-        self._closed = False
+        self.core_closed = False
         #: Server only: the handler's cancel scope (cancelled if the peer resets).
         #: Owner: reader (set once, at admission).
-        self._cancel_scope: trio.CancelScope | None = None
+        self.server_handler_scope: trio.CancelScope | None = None
         #: Server only: why the core cancelled that scope; set once, with the cancel.
         #: Shared: core.cancel_handler, from the reader (a reset) or fail() (any task).
         self._cancel_reason: CancelReason | None = None
@@ -282,7 +300,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._request_view: Request | None = None
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self.core_closed else "open"
         return f"<trio_h2t.H2Stream id={self.stream_id} {state}>"
 
     # ------------------------------------------------------------------ receiving
@@ -360,7 +378,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         Raises RuntimeError on a client stream (its task is the caller's own: time it
         with ``trio.move_on_at``).
         """
-        if self._cancel_scope is None:
+        if self.server_handler_scope is None:
             raise RuntimeError("stream.move_on_at exists only on a server stream")
         scope = trio.CancelScope(deadline=deadline)
         self._deadline_scope = scope
@@ -382,7 +400,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint_if_cancelled()
         while self._headers is None:
             self._raise_if_error()
-            if self._recv_ended:
+            if self.core_peer_ended:
                 raise StreamResetError(self.stream_id, ErrorCodes.PROTOCOL_ERROR, remote=False)
             self._enter_recv_wait()
             await trio.lowlevel.wait_task_rescheduled(self._abort_recv)
@@ -426,7 +444,7 @@ class H2Stream(metaclass=NoPublicConstructor):
                 block = info[self._info_read]
                 self._info_read += 1
                 break
-            if self._headers is not None or self._recv_ended:
+            if self._headers is not None or self.core_peer_ended:
                 block = None
                 break
             self._raise_if_error()
@@ -460,14 +478,14 @@ class H2Stream(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._continue_pending:
             self._send_continue()
-        if self._error is not None and not self._recv_ended:
+        if self.core_error is not None and not self.core_peer_ended:
             # A failed stream whose peer had not finished: what is buffered is an
             # incomplete body, so it is not handed out (only a peer that completed
             # its side, e.g. before a RST_STREAM(NO_ERROR), leaves it readable).
             self._raise_if_error()
         parked = False
         while not self._chunks:
-            if self._recv_ended:
+            if self.core_peer_ended:
                 if not parked:
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 return b""
@@ -502,10 +520,10 @@ class H2Stream(metaclass=NoPublicConstructor):
             raise ValueError(f"max_bytes must be >= 1, not {max_bytes}")
         if self._continue_pending:
             self._send_continue()
-        if self._error is not None and not self._recv_ended:
+        if self.core_error is not None and not self.core_peer_ended:
             self._raise_if_error()  # an incomplete body is not handed out (receive_some)
         if not self._chunks:
-            if self._recv_ended:
+            if self.core_peer_ended:
                 return b""
             self._raise_if_error()
             raise trio.WouldBlock
@@ -556,11 +574,11 @@ class H2Stream(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._continue_pending:
             self._send_continue()
-        if self._error is not None and not self._recv_ended:
+        if self.core_error is not None and not self.core_peer_ended:
             self._raise_if_error()  # an incomplete body is not handed out (receive_some)
         parked = False
         while not self._chunks:
-            if self._recv_ended:
+            if self.core_peer_ended:
                 if not parked:
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 return 0
@@ -675,7 +693,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         queued then.
         """
         _check_bool(end_stream, "end_stream")
-        if self._headers_sent:
+        if self.core_headers_sent:
             raise RuntimeError("headers were already sent on this stream")
         self._check_can_send()
         block, rule = _block_to_send(headers, response=True, trailer=False)
@@ -684,11 +702,11 @@ class H2Stream(metaclass=NoPublicConstructor):
         if end_stream and rule is not None and rule[1] and rule[0]:
             raise ValueError(_short_body(0, rule))
         self._put_output(Headers(self, block, end_stream))
-        self._headers_sent = True
+        self.core_headers_sent = True
         self._body_rule = rule
         self._continue_pending = False  # a final answer: no 100 is owed any more
         if end_stream:
-            self._end_queued = True
+            self.core_end_queued = True
 
     async def send_informational(self, headers: Sequence[tuple[bytes | str, bytes | str]]) -> None:
         """Queue an informational (1xx) response, before the final :meth:`send_headers`
@@ -711,7 +729,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._core.client_side:
             raise RuntimeError("send_informational() is for server streams")
-        if self._headers_sent:
+        if self.core_headers_sent:
             raise RuntimeError("send_informational() must come before send_headers()")
         self._check_can_send()
         block = _as_header_list(headers)
@@ -794,9 +812,9 @@ class H2Stream(metaclass=NoPublicConstructor):
 
     def _queue_data(self, data: bytes | bytearray | memoryview, end_stream: bool) -> None:
         """Queue ``data`` for loopy (``send_data`` once there is write quota)."""
-        if self._error is not None or self._end_queued:  # inline: no call as a rule
+        if self.core_error is not None or self.core_end_queued:  # inline: no call as a rule
             self._check_can_send()
-        if not self._headers_sent:
+        if not self.core_headers_sent:
             raise RuntimeError("send_headers() must come before send_data()")
         if isinstance(data, memoryview) and (
             data.ndim != 1 or data.itemsize != 1 or not data.c_contiguous
@@ -816,7 +834,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._write_quota -= size
         self._put_output(Data(self, data, end_stream, size))
         if end_stream:
-            self._end_queued = True
+            self.core_end_queued = True
 
     async def send_trailers(self, headers: Sequence[tuple[bytes | str, bytes | str]]) -> None:
         """Queue trailers; they end the stream and go out after all queued data.
@@ -841,14 +859,14 @@ class H2Stream(metaclass=NoPublicConstructor):
         queued then.
         """
         self._check_can_send()
-        if not self._headers_sent:
+        if not self.core_headers_sent:
             raise RuntimeError("send_headers() must come before send_trailers()")
         block, _ = _block_to_send(headers, response=False, trailer=True)
         rule = self._body_rule
         if rule is not None and rule[1] and self._body_sent < rule[0]:
             raise ValueError(_short_body(self._body_sent, rule))
         self._put_output(Headers(self, block, True))
-        self._end_queued = True
+        self.core_end_queued = True
 
     async def end(self) -> None:
         """End our side of the stream (an empty DATA frame with END_STREAM).
@@ -869,7 +887,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         """
         if not 0 <= _check_int(error_code, "error_code") <= 0xFFFFFFFF:
             raise ValueError(f"error_code must be in 0..2**32-1, not {error_code}")
-        if self._closed:
+        if self.core_closed:
             return
         # This side closed it: later calls raise ClosedResourceError (trio's "you
         # closed it"), not the BrokenResourceError family used for the peer's resets.
@@ -898,18 +916,18 @@ class H2Stream(metaclass=NoPublicConstructor):
     @property
     def closed(self) -> bool:
         """True once both directions are over, or the stream was reset."""
-        return self._closed
+        return self.core_closed
 
     # ------------------------------------------------------------------ internals
 
     def _raise_if_error(self) -> None:
-        if self._error is not None:
+        if self.core_error is not None:
             raise self._error_copy()
 
     def _error_copy(self) -> BaseException:
         # A fresh exception per raise (re-raising one instance from many places
         # piles up tracebacks); same class, same fields, same cause.
-        err = self._error
+        err = self.core_error
         assert err is not None
         new: BaseException
         if isinstance(err, StreamResetError):
@@ -926,7 +944,7 @@ class H2Stream(metaclass=NoPublicConstructor):
         new.__cause__ = err.__cause__ if err.__cause__ is not None else err
         return new
 
-    async def _wait_write_quota(self) -> None:
+    async def view_wait_write_quota(self) -> None:
         """Wait until ``send_data`` would not wait for write quota (its first loop).
 
         Checkpoint: always. On cancellation: nothing changed. Raises as ``send_data``.
@@ -943,19 +961,19 @@ class H2Stream(metaclass=NoPublicConstructor):
         if not parked:
             await trio.lowlevel.cancel_shielded_checkpoint()
 
-    def _close_after_output(self) -> None:
+    def view_close_after_output(self) -> None:
         """End our side (if not yet ended) behind the queued output; once loopy has
         written our END_STREAM, reset with CANCEL if the peer's side is still open.
 
         Synchronous: a graceful close that never waits. Until the peer's window lets
         the queued output out, the stream stays open (the connection's close ends it).
         """
-        if self._closed or self._error is not None:
+        if self.core_closed or self.core_error is not None:
             return
         rule = self._body_rule
         if (
-            self._out.done
-            or not self._headers_sent
+            self.core_output_over
+            or not self.core_headers_sent
             or (rule is not None and rule[1] and self._body_sent < rule[0])
         ):
             # Nothing more of ours can go out in order, or ending here would cut
@@ -964,24 +982,29 @@ class H2Stream(metaclass=NoPublicConstructor):
             return
 
         try:
-            self._put_output(Data(self, b"", not self._end_queued, cancel_after=True))
+            self._put_output(Data(self, b"", not self.core_end_queued, cancel_after=True))
         except ConnectionClosingError:
             self.reset(ErrorCodes.CANCEL)
             return
-        self._end_queued = True
+        self.core_end_queued = True
 
     def _send_continue(self) -> None:
         """Queue the 100 (Continue) the request's ``expect: 100-continue`` asks for
         (RFC 9110 §10.1.1), on the handler's first body read. Synchronous."""
         self._continue_pending = False
-        if self._headers_sent or self._end_queued or self._error is not None or self._recv_ended:
+        if (
+            self.core_headers_sent
+            or self.core_end_queued
+            or self.core_error is not None
+            or self.core_peer_ended
+        ):
             return
         with contextlib.suppress(ConnectionClosingError):
             self._core.cbuf.put(Headers(self, CONTINUE_RESPONSE, False))
 
     def _check_can_send(self) -> None:
         self._raise_if_error()
-        if self._end_queued:
+        if self.core_end_queued:
             raise trio.ClosedResourceError("this side already ended the stream")
 
     def _put_output(self, item: Data | Headers) -> None:
@@ -992,28 +1015,13 @@ class H2Stream(metaclass=NoPublicConstructor):
                 item.release()
             raise self._core.closing_error() from exc.__cause__
 
-    def _cancel_after_end(self) -> None:
-        """The graceful close's item was written or dropped (``Data.release``, run by
-        loopy or by the task that orphans it): only a written END_STREAM
-        (``_out.done``) on a still-open stream asks for the RST. A method, not a
-        closure per close: items carry no callables (``_items.py``)."""
-        if self._out.done and not self._closed and self._error is None:
-            self.reset(ErrorCodes.CANCEL)
-
-    def _return_quota(self, size: int) -> None:
-        """``size`` bytes of queued output were framed or dropped (``Data.release``,
-        run by loopy, or by the task that orphans the item). Synchronous."""
-        self._write_quota += size
-        if self._write_quota > 0:
-            self._wake_send()
-
     def _consumed(self, n: int) -> None:
-        if self._closed:
+        if self.core_closed:
             return  # the window was released with the stream; nothing is owed
         flow = self._in_flow
         inc = flow.on_read(n)
         # Once the peer ended the stream it cannot send more: no update is owed.
-        if inc and not self._recv_ended and self._error is None:
+        if inc and not self.core_peer_ended and self.core_error is None:
             self._core.send_window_update(self, inc)
         conn = flow.conn
         # The inbound budget held the connection window back (the cheap necessary
@@ -1023,7 +1031,7 @@ class H2Stream(metaclass=NoPublicConstructor):
             self._core.connection_window_freed()
 
     def _request(self, n: int) -> None:
-        if not self._recv_ended and self._error is None and self.stream_id:
+        if not self.core_peer_ended and self.core_error is None and self.stream_id:
             inc = self._in_flow.request(n)
             if inc:
                 self._core.send_window_update(self, inc)
@@ -1066,9 +1074,28 @@ class H2Stream(metaclass=NoPublicConstructor):
         self._wake_recv()
         self._wake_send()
 
-    # -- called by the reader / core (synchronously) --------------------------------
+    # ---------------------------------------------------------- the tasks' interface
+    #
+    # What the transport's own tasks call; never applications (docs/conf.py keeps
+    # these out of the API reference: TASK_INTERFACE_PREFIXES). Each name says who
+    # calls it: ``reader_*`` the reader, ``loopy_*`` loopy (or the task that orphans
+    # its items), ``core_*`` any task through the connection core, ``server_*`` the
+    # server's admission and handler runner, ``client_*`` the client's opener,
+    # ``view_*`` H2StreamView.
+    # No other module touches an underscore member of a stream
+    # (tests/test_stream_privacy.py).
 
-    def _holds_view(self, buf: bytearray) -> bool:
+    # -- queries (any task, synchronously) --
+
+    @property
+    def core_in_flow(self) -> StreamInFlow:
+        """The stream's inbound flow-control accounting (to read; its owners are in
+        ``__init__``)."""
+        return self._in_flow
+
+    # -- the reader --
+
+    def reader_holds_view(self, buf: bytearray) -> bool:
         """Whether a queued chunk is a view of ``buf`` (the reader's frame buffer)."""
         chunks = self._chunks
         if chunks:
@@ -1077,7 +1104,7 @@ class H2Stream(metaclass=NoPublicConstructor):
                     return True
         return False
 
-    def _detach(self, buf: bytearray) -> None:
+    def reader_detach(self, buf: bytearray) -> None:
         """The reader is about to reuse (or drop) ``buf``: the queued views of it
         become bytes. Synchronous."""
         chunks = self._chunks
@@ -1086,24 +1113,35 @@ class H2Stream(metaclass=NoPublicConstructor):
                 if type(chunk) is memoryview and chunk.obj is buf:
                     chunks[i] = chunk.tobytes()
 
-    def _on_data(self, data: bytes | memoryview, flow_controlled_length: int) -> None:
+    def reader_deliver_data(self, data: bytes | memoryview, flow_controlled_length: int) -> bool:
+        """A DATA frame's payload arrived. Returns True if a view of the reader's
+        frame buffer was queued as it is (the reader then remembers this stream as
+        holding one); a view arriving while older chunks wait unread is copied."""
         self._in_flow.on_data(flow_controlled_length)
         padding = flow_controlled_length - len(data)
         if padding:
             # Padding is never read by the application: count it as read at once.
             self._consumed(padding)
+        holds = False
         if data:
             chunks = self._chunks
             if chunks is None:
                 chunks = self._chunks = deque()
+            if type(data) is memoryview:
+                if chunks:
+                    data = data.tobytes()  # its application is behind (see above)
+                else:
+                    holds = True
             chunks.append(data)
         self._wake_recv()
+        return holds
 
-    def _on_headers(self, headers: HeaderList) -> None:
+    def reader_deliver_headers(self, headers: HeaderList) -> None:
+        """The peer's header block (a client's response) arrived."""
         self._headers = headers
         self._wake_recv()
 
-    def _on_informational(self, headers: HeaderList) -> None:
+    def reader_deliver_informational(self, headers: HeaderList) -> None:
         """A 1xx response arrived (client; at most ``_h2state.MAX_INFORMATIONAL``)."""
         info = self._informational
         if info is None:
@@ -1111,15 +1149,126 @@ class H2Stream(metaclass=NoPublicConstructor):
         info.append(headers)
         self._wake_recv()
 
-    def _on_trailers(self, headers: HeaderList) -> None:
+    def reader_deliver_trailers(self, headers: HeaderList) -> None:
+        """The peer's trailers arrived (its END_STREAM follows)."""
         self._trailers = headers
 
-    def _on_end(self) -> None:
-        self._recv_ended = True
+    def reader_deliver_end(self) -> None:
+        """The peer's END_STREAM arrived."""
+        self.core_peer_ended = True
         self._wake_recv()
 
-    def _fail(self, error: BaseException) -> None:
+    def reader_new_window_limit(self, window: int) -> None:
+        """The BDP estimate grew the stream windows (SETTINGS credits the peer)."""
+        self._in_flow.new_limit(window)
+
+    # -- loopy --
+
+    def loopy_output_ended(self) -> None:
+        """Loopy wrote our END_STREAM: nothing more goes out (an RST_STREAM may)."""
+        self.core_output_over = True
+
+    def loopy_output_reset(self) -> None:
+        """Loopy wrote our RST_STREAM, or none is owed: nothing more goes out."""
+        self.core_output_over = self.core_output_reset = True
+
+    def loopy_released(self, quota: int, cancel_after: bool) -> None:
+        """A ``Data`` item was framed or dropped (``Data.release``, run by loopy or by
+        the task that orphans it): ``quota`` bytes of write quota come back, and the
+        graceful close's item (``cancel_after``) lets the stream reset itself if its
+        END_STREAM was written while the peer's side is open. A method, not a
+        closure per close: items carry no callables (``_items.py``)."""
+        if quota:
+            self._write_quota += quota
+            if self._write_quota > 0:
+                self._wake_send()
+        if (
+            cancel_after
+            and self.core_output_over
+            and not self.core_closed
+            and self.core_error is None
+        ):
+            self.reset(ErrorCodes.CANCEL)
+
+    # -- the connection core (any task) --
+
+    def core_fail(self, error: BaseException) -> None:
         """Make ``error`` sticky and wake every waiter. Idempotent (first error wins)."""
-        if self._error is None:
-            self._error = error
+        if self.core_error is None:
+            self.core_error = error
         self._wake()
+
+    def core_close(self) -> bool:
+        """Both directions are over, or the stream was reset: mark it closed, give
+        back the window its unread bytes hold, wake its waiters. Returns False if it
+        was closed already (nothing done). Synchronous."""
+        if self.core_closed:
+            return False
+        self.core_closed = True
+        flow = self._in_flow
+        if flow.pending_data:
+            flow.release()
+            self._core.connection_window_freed()
+        else:
+            flow.release()
+        self._wake()
+        return True
+
+    def core_cancel_handler(self, kind: CancelKind, code: int | None) -> None:
+        """Cancel a server stream's handler, recording why (the first reason wins:
+        a deadline scope (``move_on_at``) already cancelled is the reason). Nothing
+        on a client stream: its task is the user's, not ours to cancel."""
+        scope = self.server_handler_scope
+        if scope is None:
+            return
+        if self._cancel_reason is None:
+            deadline = self._deadline_scope
+            if deadline is not None and deadline.cancel_called:
+                self._cancel_reason = DEADLINE
+            else:
+                self._cancel_reason = CancelReason._make(kind, code)
+        scope.cancel()
+
+    # -- the server (admission, in the reader; the handler runner) --
+
+    def server_admit(self, *, expects_continue: bool) -> trio.CancelScope:
+        """The server admitted this stream: make the handler's cancel scope (here,
+        not in the handler task: a reset before the handler first runs must still
+        cancel it) and note whether the request waits for a 100 (RFC 9110 §10.1.1:
+        the handler's first read sends it, ``_send_continue``)."""
+        self._continue_pending = expects_continue
+        scope = self.server_handler_scope = trio.CancelScope()
+        return scope
+
+    def server_answer(self, headers: Sequence[tuple[bytes, bytes]], body: bytes) -> bool:
+        """Queue a whole response (``headers``, then ``body`` with END_STREAM; no body
+        to HEAD, RFC 9110 §9.3.2) if nothing was sent yet. Synchronous. Returns False
+        (nothing queued) if headers were sent, or the stream or the connection is
+        over."""
+        if self.core_headers_sent or self.core_closed or self.core_error is not None:
+            return False
+        head = (b":method", b"HEAD") in (self._headers or ())
+        try:
+            self._put_output(Headers(self, headers, head))
+        except ConnectionClosingError:
+            return False
+        self.core_headers_sent = True
+        if not head:
+            self._put_output(Data(self, body, True))
+        self.core_end_queued = True
+        return True
+
+    # -- the client's opener (the user's task) --
+
+    def client_opened(self, body_rule: BodyRule | None, *, end_stream: bool) -> None:
+        """``open_stream`` queued the request's HEADERS (with END_STREAM, or not)."""
+        self.core_headers_sent = True
+        self._body_rule = body_rule
+        if end_stream:
+            self.core_end_queued = True
+
+    # -- H2StreamView (the stream task) --
+
+    def view_raise_if_failed(self) -> None:
+        """Raise (a copy of) the stream's sticky error, if it has one."""
+        self._raise_if_error()

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, TypeVar, TypeVarTuple, final
 import trio
 from h2.errors import ErrorCodes
 
+from ._exceptions import LocalProtocolError
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
             if self._eof_sent:
                 raise trio.ClosedResourceError("send_eof() was already called")
             if not data:
-                self.stream._raise_if_error()
+                self.stream.view_raise_if_failed()
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return
             payload = data if type(data) is bytes else bytes(data)
@@ -117,7 +118,7 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
             self._check_open()
-            await self._guarded(self.stream._wait_write_quota)
+            await self._guarded(self.stream.view_wait_write_quota)
         finally:
             self._sending = False
 
@@ -177,7 +178,7 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
             try:
                 result = await operation(*args)
                 finished = True
-            except trio.BrokenResourceError as exc:
+            except (trio.BrokenResourceError, LocalProtocolError) as exc:
                 self._check_open_after(exc)
                 raise
             finally:
@@ -209,5 +210,5 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
             if trio.current_effective_deadline() == -math.inf:
                 self.stream.reset(ErrorCodes.CANCEL)
             else:
-                self.stream._close_after_output()
+                self.stream.view_close_after_output()
         await trio.lowlevel.checkpoint()

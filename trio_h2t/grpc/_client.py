@@ -134,7 +134,12 @@ _FIXED_REQUEST_HEADERS = (
 _PLAIN_HEADERS_MAX = 256
 #: RST_STREAM CANCEL (RFC 9113 §7): how a client cancels a call.
 RST_CANCEL = 0x8
-_TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)
+# LocalProtocolError: this side failed to frame the stream's HEADERS (INTERNAL).
+_TRANSPORT_ERRORS = (
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    trio_h2t.LocalProtocolError,
+)
 _NO_MESSAGES: list[tuple[bool, bytes]] = []  # Call._messages before any (never appended to)
 
 
@@ -154,6 +159,8 @@ def _error_from_transport(exc: BaseException) -> tuple[StatusCode, str]:
         return StatusCode.UNAVAILABLE, "the connection is closing"
     if isinstance(exc, trio.ClosedResourceError):
         return StatusCode.CANCELLED, "the call was cancelled by this side"
+    if isinstance(exc, trio_h2t.LocalProtocolError):
+        return StatusCode.INTERNAL, f"this side could not send the call: {exc}"
     text = str(exc)
     if text.startswith("the connection was lost"):  # ConnectionLostError's own words
         return StatusCode.UNAVAILABLE, text

@@ -351,8 +351,8 @@ class _WorldMachine(RuleBasedStateMachine):
             return
         for conn in (pair.client, pair.server):
             for stream in conn._core._streams.values():
-                flow = stream._in_flow
-                if not stream._closed:
+                flow = stream.core_in_flow
+                if not stream.closed:
                     assert flow.pending_data <= flow.limit + flow.delta, (
                         f"{stream!r}: {flow.pending_data} unread bytes over its window "
                         f"{flow.limit} + {flow.delta}"
