@@ -146,6 +146,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     ),
     # The keepalive task: sleeps and acts on a core; the decisions are _pings'.
     "_keepalive": frozenset({"_config", "_connection", "_exceptions", "_items", "_pings"}),
+    # One connection's tasks, started and ended the same way on both sides.
+    "_runtime": frozenset({"_connection", "_exceptions", "_keepalive", "_loopy", "_reader"}),
     "_client": frozenset(
         {
             "_config",
@@ -153,10 +155,9 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_exceptions",
             "_headers",
             "_items",
-            "_keepalive",
             "_linger",
             "_messages",
-            "_reader",
+            "_runtime",
             "_statistics",
             "_stream",
             "_util",
@@ -168,10 +169,10 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_connection",
             "_exceptions",
             "_items",
-            "_keepalive",
             "_linger",
             "_messages",
             "_reader",
+            "_runtime",
             "_sniff",
             "_statistics",
             "_stream",

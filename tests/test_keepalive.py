@@ -535,7 +535,7 @@ async def test_server_age_jitter_ends(
     """With the jitter's draw pinned, GOAWAY max_age comes at exactly 0.9, 1 or 1.1 times
     max_connection_age."""
     pinned = functools.partial(run_server_keepalive, uniform=lambda: u)
-    monkeypatch.setattr(trio_h2t._server, "run_server_keepalive", pinned)
+    monkeypatch.setattr(trio_h2t._runtime, "run_server_keepalive", pinned)
     config = TransportConfig(max_connection_age=100)
     async with open_peer_client(_respond, server_config=config) as (peer, _core):
         start = trio.current_time()

@@ -176,6 +176,9 @@ class ConnectionCore:
         self._idle = trio.Event()
         # shared: set by the reader (the peer's first SETTINGS arrived), or by fail().
         self.settings_received = trio.Event()
+        # owner: the handshake timer (watch_handshake); set once, when the peer's
+        # first SETTINGS did not arrive in time.
+        self.handshake_timed_out = False
         # shared: set once the connection is over: by fail() (any task), or (after a
         # protocol error, once the GOAWAY is flushed) when loopy exits.
         self.done = trio.Event()
@@ -625,17 +628,21 @@ class ConnectionCore:
         return as soon as it has (or the connection ended: ``fail`` sets
         ``settings_received`` too).
 
-        Run by the server in the connection nursery, so an idle socket whose peer
-        never completes the handshake is not held forever. Checkpoint: always.
+        Run on both sides in the connection nursery (``_runtime.py``), so an idle
+        socket whose peer never completes the handshake is not held forever; a
+        client's ``open_client_connection`` then reports the timeout
+        (``handshake_timed_out``). Checkpoint: always.
         On cancellation: returns at once, failing nothing.
         """
         timeout = self.config.handshake_timeout
         with trio.move_on_at(deadline):
             await self.settings_received.wait()
         if not self.settings_received.is_set():
+            self.handshake_timed_out = True
+            peer = "server" if self.client_side else "client"
             self.fail(
                 ConnectionLostError(
-                    f"the client did not complete the HTTP/2 handshake within {timeout:g} s"
+                    f"the {peer} did not complete the HTTP/2 handshake within {timeout:g} s"
                 )
             )
 
