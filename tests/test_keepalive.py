@@ -39,6 +39,7 @@ from trio_h2t import (
     RemoteProtocolError,
     TransportConfig,
 )
+from trio_h2t._connection import ConnectionCore
 from trio_h2t._keepalive import run_server_keepalive
 from trio_h2t._pings import KEEPALIVE_PING_DATA
 from trio_h2t._server import LINGER
@@ -556,7 +557,9 @@ async def test_keepalive_sets_tcp_user_timeout_on_both_sides() -> None:
     seen: list[int] = []
 
     async def handler(stream: H2Stream) -> None:
-        seen.append(_user_timeout_ms(stream._core.transport))
+        core = stream._core
+        assert isinstance(core, ConnectionCore)
+        seen.append(_user_timeout_ms(core.transport))
         await stream.send_headers([(":status", "200")], end_stream=True)
 
     server_config = TransportConfig(keepalive_timeout=7.5)

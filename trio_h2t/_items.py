@@ -39,10 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
-
-if TYPE_CHECKING:
-    from ._stream import H2Stream
+from typing import ClassVar, Protocol
 
 __all__ = [
     "CloseConnection",
@@ -50,6 +47,7 @@ __all__ = [
     "Data",
     "GoAway",
     "Headers",
+    "ItemStream",
     "PeerResponse",
     "Ping",
     "ResetStream",
@@ -62,6 +60,19 @@ __all__ = [
 ]
 
 HeaderList = Sequence[tuple[bytes, bytes]]
+
+
+class ItemStream(Protocol):
+    """What an item reaches of the stream it is for (an ``H2Stream``, which builds
+    items and so is above this module: tests/test_import.py). Loopy, above both,
+    treats the stream as the ``H2Stream`` it is."""
+
+    @property
+    def stream_id(self) -> int: ...
+
+    def _return_quota(self, size: int) -> None: ...
+
+    def _cancel_after_end(self) -> None: ...
 
 
 class StreamStarter(Protocol):
@@ -112,7 +123,7 @@ class StartStream(ControlItem):
     starter: StreamStarter
     #: The stream it opens: loopy marks its output done (``_outstream.py``) when the
     #: HEADERS carry END_STREAM or cannot go out. None in control-buffer tests.
-    stream: H2Stream | None = None
+    stream: ItemStream | None = None
 
     def orphan(self, error: BaseException) -> None:
         self.starter.orphaned(error)
@@ -126,7 +137,7 @@ class Headers(ControlItem):
     """
 
     throttled: ClassVar[bool] = False
-    stream: H2Stream
+    stream: ItemStream
     headers: HeaderList
     end_stream: bool
 
@@ -153,7 +164,7 @@ class Data(ControlItem):
 
     def __init__(
         self,
-        stream: H2Stream,
+        stream: ItemStream,
         payload: bytes | bytearray | memoryview,
         end_stream: bool,
         quota: int = 0,
@@ -199,7 +210,7 @@ class ResetStream(ControlItem):
     side has ended by then.
     """
 
-    stream: H2Stream
+    stream: ItemStream
     error_code: int
     after_end: bool = False
 
@@ -212,7 +223,7 @@ class StreamDone(ControlItem):
     No frame is written.
     """
 
-    stream: H2Stream
+    stream: ItemStream
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -221,7 +232,7 @@ class WindowUpdate(ControlItem):
 
     throttled: ClassVar[bool] = False
 
-    stream: H2Stream | None
+    stream: ItemStream | None
     increment: int
 
 

@@ -75,7 +75,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from typing import Protocol, final
+from typing import Protocol, cast, final
 
 import trio
 from h2.connection import ConnectionState
@@ -513,8 +513,10 @@ class Loopy:
             # pattern allocates an empty set and list (CPython's MATCH_CLASS), and the
             # write path allocates nothing it can avoid (grpc-go #8668;
             # docs/architecture.md, "Allocations per write").
+            # An item's ``stream`` is typed as the ItemStream protocol (_items.py
+            # cannot import _stream); every item is built for an H2Stream.
             if type(item) is Data:
-                self._queue_output(item.stream, item)
+                self._queue_output(cast(H2Stream, item.stream), item)
                 return
             # ``match`` with class patterns, most frequent first (HEADERS carry every
             # stream; the rest come with the peer's frames or a stream's end); mypy
@@ -524,7 +526,7 @@ class Loopy:
             # ``type(x) is`` dispatch"). No item class subclasses another.
             match item:
                 case Headers():
-                    stream = item.stream
+                    stream = cast(H2Stream, item.stream)
                     out = stream._out
                     if out.done:
                         return
@@ -535,7 +537,7 @@ class Loopy:
                 case StartStream():
                     self._start_stream(item)
                 case WindowUpdate():
-                    target = item.stream
+                    target = cast("H2Stream | None", item.stream)
                     if target is None:
                         h2.increment_flow_control_window(item.increment)
                         self._frames += 1
@@ -555,14 +557,16 @@ class Loopy:
                     self._frames += 1
                     self._core.on_ping_written(item.data)
                 case ResetStream():
+                    stream = cast(H2Stream, item.stream)
                     if item.after_end:
-                        self._reset_after_end(item.stream, item.error_code)
+                        self._reset_after_end(stream, item.error_code)
                     else:
-                        self._reset(item.stream, item.error_code)
+                        self._reset(stream, item.error_code)
                 case StreamDone():
                     # Over for loopy: nothing more is written for it, no RST is owed.
-                    self._drop_output(item.stream)
-                    out = item.stream._out
+                    stream = cast(H2Stream, item.stream)
+                    self._drop_output(stream)
+                    out = stream._out
                     out.done = True
                     out.reset_sent = True
                 case Settings():
@@ -591,7 +595,7 @@ class Loopy:
         if isinstance(item, StartStream):
             log.error("loopy could not frame a new stream's HEADERS; failing it", exc_info=exc)
             if item.stream is not None:
-                item.stream._out.done = True  # nothing was sent, nothing more will be
+                cast(H2Stream, item.stream)._out.done = True  # nothing was sent, nor will be
             item.starter.failed(exc)
             return True
         stream = getattr(item, "stream", None)  # Data, Headers, WindowUpdate, ...
@@ -626,7 +630,7 @@ class Loopy:
 
     def _start_stream(self, item: StartStream) -> None:
         core = self._core
-        stream = item.stream
+        stream = cast("H2Stream | None", item.stream)
         error = core.refuse_new_stream_error()
         if error is not None:
             if stream is not None:
