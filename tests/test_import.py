@@ -121,6 +121,9 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_stream",
         }
     ),
+    # ConnectionCore's layers, by owner (_lifecycle.py): how it ends, then its streams.
+    "_lifecycle": frozenset({"_exceptions", "_h2state", "_pings"}),
+    "_streamtable": frozenset({"_lifecycle", "_stream"}),
     "_connection": frozenset(
         {
             "_config",
@@ -135,6 +138,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_sockopts",  # TCP_USER_TIMEOUT with keepalive
             "_statistics",
             "_stream",
+            "_streamtable",
         }
     ),
     "_reader": frozenset(

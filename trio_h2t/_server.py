@@ -209,7 +209,7 @@ class _Admission:
             # this holds it also within one batch of events.
             return False
         limit = self._inbound_stream_limit()
-        if core.closing or core._open_inbound >= limit:
+        if core.closing or core.open_inbound >= limit:
             # Refused before any handler sees it; h2 already decoded the header
             # block, so HPACK stays in sync, and the connection lives on.
             return core.refuse_stream(sid)
@@ -221,9 +221,9 @@ class _Admission:
         # Created here, not in the handler task: a reset that arrives before the
         # handler first runs must still cancel it.
         stream._cancel_scope = trio.CancelScope()
-        core._streams[sid] = stream
+        core.streams_by_id[sid] = stream
         core.streams_opened += 1
-        core._open_inbound += 1
+        core.open_inbound += 1
         if core.handlers_running >= limit:
             if self._waiting is None:
                 self._waiting = collections.deque()
@@ -306,7 +306,7 @@ class _Admission:
                             core.reset_stream(stream, ErrorCodes.NO_ERROR, None)
                         else:
                             # Loopy resets once it has written our END_STREAM.
-                            core._put(ResetStream(stream, ErrorCodes.NO_ERROR, after_end=True))
+                            core.put(ResetStream(stream, ErrorCodes.NO_ERROR, after_end=True))
                     else:
                         if not raised and not scope.cancelled_caught:
                             log.warning(
