@@ -373,7 +373,7 @@ def _every_import(root: Path = _PACKAGE) -> dict[str, set[str]]:
 def test_no_import_cycles() -> None:
     """The package's import graph has no cycle, even counting the imports made only
     for annotations (under ``if TYPE_CHECKING:``) and the function-local ones: each
-    arrow goes down a floor or along one (docs/architecture.md, "One runtime")."""
+    arrow goes down a floor or along one (docs/architecture.md, "The module map")."""
     cycle = find_cycle(_every_import())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
