@@ -419,10 +419,11 @@ async def test_no_task_outlives_the_connection() -> None:
                 assert await roundtrip(conn, b"abc") == b"abc"
                 await trio.testing.wait_all_tasks_blocked()
                 names = sorted(t.name for t in h2t_tasks())
-                # The client's reader and loopy, the server's loopy and keepalive
-                # task (server_keepalive_time is 2 h by default; its reader runs in
-                # the serve_connection task itself); the handler has returned.
-                assert names == ["h2-keepalive", "h2-loopy", "h2-loopy", "h2-reader"]
+                # Each side's loopy and reader (the same tasks on both sides,
+                # _runtime.py), the server's keepalive task (server_keepalive_time
+                # is 2 h by default); the handshake timers and the handler have
+                # returned.
+                assert names == ["h2-keepalive", "h2-loopy", "h2-loopy", "h2-reader", "h2-reader"]
             # serve_connection returns on its own once the client has closed.
         assert h2t_tasks() == []
 

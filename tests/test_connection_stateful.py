@@ -1260,7 +1260,7 @@ class ConnectionMachine(RuleBasedStateMachine):
                 )
         score = self.score
         if score is not None and score.error is None:
-            assert score._open_inbound == len(score._streams)
+            assert score.open_inbound == len(score.streams_by_id)
 
     def _healthy(self) -> bool:
         if self.conn_disturbed or self.client_done or self.server_done:
@@ -1489,7 +1489,7 @@ class ConnectionMachine(RuleBasedStateMachine):
             assert core is not None
             assert core.done.is_set(), f"{who}: connection not over"
             assert core.cbuf.finished, f"{who}: control buffer not finished"
-            assert not core._streams, f"{who}: streams left registered: {core._streams}"
+            assert not core.streams_by_id, f"{who}: streams left registered: {core.streams_by_id}"
             assert not core.loopy._active, f"{who}: loopy still has active streams"
 
     def _shutdown(self) -> None:

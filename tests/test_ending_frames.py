@@ -431,7 +431,7 @@ async def test_server_loopy_fault_sends_internal_error_goaway() -> None:
         async with served(stalling(started)) as (peer, server, _nursery):
             await open_request(peer)
             fault_in(server._core.h2, "ping", AssertionError("loopy bug"))
-            server._core._put(Ping(b"12345678"))
+            server._core.put(Ping(b"12345678"))
             wire = await read_to_eof(peer)
     assert after(wire, "HEADERS(1)") == ["HEADERS(1)", "GOAWAY(INTERNAL_ERROR,last=1)", "EOF"]
     assert isinstance(server.error, ConnectionLostError)

@@ -33,6 +33,7 @@ from trio_h2t import (
     LocalProtocolError,
     StreamResetError,
 )
+from trio_h2t._connection import ConnectionCore
 from trio_h2t._items import Data, WindowUpdate
 
 StreamCall = Callable[[H2Stream], Awaitable[object]]
@@ -246,7 +247,9 @@ async def test_loopy_data_fault_loses_no_bytes_framed_before_it(autojump_clock: 
 
     async def handler(stream: H2Stream) -> None:
         await stream.send_headers(RESPONSE_200)
-        h2conn = stream._core.h2
+        core = stream._core
+        assert isinstance(core, ConnectionCore)
+        h2conn = core.h2
         seen["window"] = h2conn.outbound_flow_control_window
         # One synchronous step: loopy handles both in the same batch, in this order.
         stream._core.cbuf.put(WindowUpdate(None, 12345))

@@ -104,7 +104,7 @@ def budget_violations(core: ConnectionCore, *, between_reads: bool) -> list[str]
     if flow.buffered + flow.limit - flow.unacked > flow.budget:
         found.append(f"{flow.buffered} unread + {flow.limit - flow.unacked} window > {flow.budget}")
     queued_total = 0
-    for stream in core._streams.values():
+    for stream in core.streams_by_id.values():
         queued = sum(len(chunk) for chunk in stream._chunks or ())
         queued_total += queued
         sf = stream._in_flow
@@ -121,8 +121,8 @@ def budget_violations(core: ConnectionCore, *, between_reads: bool) -> list[str]
     limit = config.max_concurrent_streams
     if not core.client_side:
         limit = max(limit, PRE_ACK_STREAM_LIMIT)  # until our SETTINGS are acked
-    if len(core._streams) > limit:
-        found.append(f"{len(core._streams)} streams, limit {limit}")
+    if len(core.streams_by_id) > limit:
+        found.append(f"{len(core.streams_by_id)} streams, limit {limit}")
     h2_conn = core.h2
     if len(h2_conn.streams) > max(64, 2 * limit) + 1:
         found.append(f"h2 holds {len(h2_conn.streams)} streams, limit {limit}")

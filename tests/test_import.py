@@ -2,7 +2,9 @@
 
 The layering tests parse each module's imports with ``ast`` and hold them to an
 explicit map: which package modules each may import, with the sans-IO modules at
-the bottom importing none of the task layer, and no import cycle.
+the bottom importing none of the task layer (not even for annotations), and no
+import cycle, counting every import: run time, function-local and ``if
+TYPE_CHECKING:`` ones (a cycle is named module by module).
 """
 
 from __future__ import annotations
@@ -85,6 +87,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_controlbuf": frozenset({"_exceptions", "_items"}),
     "_config": frozenset({"_controlbuf"}),
     "_messages": frozenset({"_exceptions"}),
+    # What a lower module reaches of a higher one (a stream its core, a view its
+    # stream), as protocols; on the sans-IO modules and _messages only.
+    "_protocols": frozenset({"_config", "_controlbuf", "_exceptions", "_flow", "_messages"}),
     "_stream": frozenset(
         {
             "_exceptions",
@@ -93,11 +98,12 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_items",
             "_messages",
             "_outstream",
+            "_protocols",
             "_util",
             "_streamview",
         }
     ),
-    "_streamview": frozenset({"_exceptions", "_util"}),
+    "_streamview": frozenset({"_exceptions", "_protocols", "_util"}),
     # A server's first look at a connection (HTTP/1.x or HTTP/2?), before any core.
     "_sniff": frozenset(),
     # Worker processes sharing a port: SO_REUSEPORT listeners and the supervisor.
@@ -120,6 +126,9 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_stream",
         }
     ),
+    # ConnectionCore's layers, by owner (_lifecycle.py): how it ends, then its streams.
+    "_lifecycle": frozenset({"_exceptions", "_h2state", "_pings"}),
+    "_streamtable": frozenset({"_lifecycle", "_stream"}),
     "_connection": frozenset(
         {
             "_config",
@@ -134,6 +143,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_sockopts",  # TCP_USER_TIMEOUT with keepalive
             "_statistics",
             "_stream",
+            "_streamtable",
         }
     ),
     "_reader": frozenset(
@@ -151,6 +161,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     ),
     # The keepalive task: sleeps and acts on a core; the decisions are _pings'.
     "_keepalive": frozenset({"_config", "_connection", "_exceptions", "_items", "_pings"}),
+    # One connection's tasks, started and ended the same way on both sides.
+    "_runtime": frozenset({"_connection", "_exceptions", "_keepalive", "_loopy", "_reader"}),
     "_client": frozenset(
         {
             "_config",
@@ -158,10 +170,9 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_exceptions",
             "_headers",
             "_items",
-            "_keepalive",
             "_linger",
             "_messages",
-            "_reader",
+            "_runtime",
             "_statistics",
             "_stream",
             "_util",
@@ -173,11 +184,11 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_connection",
             "_exceptions",
             "_items",
-            "_keepalive",
             "_linger",
             "_messages",
             "_reader",
             "_shared",
+            "_runtime",
             "_sniff",
             "_statistics",
             "_stream",
@@ -250,13 +261,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "testing._check": frozenset({"_config", "_server", "_stream", "testing._frames"}),
 }
 
-#: Imports made only for annotations (under ``if TYPE_CHECKING:``): they never run,
-#: so they may point upwards, each for a reason given here.
+#: Imports made only for annotations (under ``if TYPE_CHECKING:``) beyond ALLOWED.
+#: They count for the cycle check all the same, so none may point upwards: a lower
+#: module that needs a higher one's type names a narrow protocol instead
+#: (``_protocols.py``, ``_items.ItemStream``).
 TYPE_ONLY_ALLOWED: dict[str, frozenset[str]] = {
-    "_items": frozenset({"_stream"}),  # items carry the H2Stream they are for
-    "_outstream": frozenset({"_items", "_stream"}),  # the queue holds items; an entry its stream
-    "_stream": frozenset({"_connection", "_streamview"}),  # a stream knows its core
-    "_streamview": frozenset({"_stream"}),  # the view wraps a stream
+    # an entry holds its stream; only loopy (above both) makes entries
+    "_outstream": frozenset({"_items", "_stream"}),
+    "_reader": frozenset({"_stream"}),  # the streams whose views hold its buffer
 }
 
 
@@ -307,14 +319,14 @@ def _package_imports(path: Path, root: Path = _PACKAGE) -> tuple[set[str], set[s
     return runtime, type_only - runtime
 
 
-def _graph() -> dict[str, tuple[set[str], set[str]]]:
+def _graph(root: Path = _PACKAGE) -> dict[str, tuple[set[str], set[str]]]:
     # The transport's own modules; the gRPC layer (``trio_h2t.grpc``) and the interop
     # service on it (``trio_h2t.interop``) import only public names, which
     # tests/grpc_layer and tests/interop/test_interop_service.py check.
     return {
-        _module_name(path): _package_imports(path)
-        for path in sorted(_PACKAGE.rglob("*.py"))
-        if not {"grpc", "interop"} & set(path.relative_to(_PACKAGE).parts)
+        _module_name(path, root): _package_imports(path, root)
+        for path in sorted(root.rglob("*.py"))
+        if not {"grpc", "interop"} & set(path.relative_to(root).parts)
     }
 
 
@@ -333,32 +345,74 @@ def test_modules_import_only_what_their_layer_allows() -> None:
 
 
 def test_sans_io_modules_never_import_the_task_layer() -> None:
-    """The sans-IO modules import only each other at run time."""
+    """The sans-IO modules import only each other, at run time and for annotations."""
+    graph = _graph()
     for module in SANS_IO:
-        runtime, _ = _graph()[module]
+        runtime, type_only = graph[module]
         assert runtime <= SANS_IO, f"{module} imports {sorted(runtime - SANS_IO)}"
+        assert type_only <= SANS_IO, (
+            f"{module} imports {sorted(type_only - SANS_IO)} for annotations"
+        )
     for module, allowed in ALLOWED.items():
         if module in SANS_IO:
             assert allowed <= SANS_IO, f"the map lets {module} import the task layer"
 
 
-def test_no_import_cycles() -> None:
-    """The run-time import graph of the package has no cycle."""
-    graph = {module: runtime for module, (runtime, _) in _graph().items()}
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """The first import cycle of ``graph`` (module -> the modules it imports), as
+    ``[a, b, ..., a]``, or None. Depth first, in sorted order (the same cycle each run)."""
     done: set[str] = set()
 
-    def walk(module: str, path: list[str]) -> None:
+    def walk(module: str, path: list[str]) -> list[str] | None:
         if module in path:
-            cycle = [*path[path.index(module) :], module]
-            raise AssertionError("import cycle: " + " -> ".join(cycle))
+            return [*path[path.index(module) :], module]
         if module in done:
-            return
+            return None
         for dep in sorted(graph.get(module, ())):
-            walk(dep, [*path, module])
+            cycle = walk(dep, [*path, module])
+            if cycle is not None:
+                return cycle
         done.add(module)
+        return None
 
-    for module in graph:
-        walk(module, [])
+    for module in sorted(graph):
+        cycle = walk(module, [])
+        if cycle is not None:
+            return cycle
+    return None
+
+
+def _every_import(root: Path = _PACKAGE) -> dict[str, set[str]]:
+    """Each module's package imports of every kind: run time, function-local and
+    ``if TYPE_CHECKING:`` ones alike."""
+    return {module: runtime | type_only for module, (runtime, type_only) in _graph(root).items()}
+
+
+def test_no_import_cycles() -> None:
+    """The package's import graph has no cycle, even counting the imports made only
+    for annotations (under ``if TYPE_CHECKING:``) and the function-local ones: each
+    arrow goes down a floor or along one (docs/architecture.md, "The module map")."""
+    cycle = find_cycle(_every_import())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_cycle_check_names_a_planted_cycle(tmp_path: Path) -> None:
+    """A cycle closed only by a TYPE_CHECKING import and a function-local import is
+    found, and named module by module (the check is not vacuous)."""
+    root = tmp_path / "trio_h2t"
+    root.mkdir()
+    (root / "__init__.py").write_text("", encoding="utf-8")
+    (root / "_low.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._high import H\n",
+        encoding="utf-8",
+    )
+    (root / "_mid.py").write_text("from ._low import x\n", encoding="utf-8")
+    (root / "_high.py").write_text("def f():\n    from ._mid import y\n", encoding="utf-8")
+    cycle = find_cycle(_every_import(root))
+    assert cycle == ["_high", "_mid", "_low", "_high"]
+    # Without the annotation-only import there is none.
+    (root / "_low.py").write_text("x = 1\n", encoding="utf-8")
+    assert find_cycle(_every_import(root)) is None
 
 
 def test_layering_checker_sees_each_kind_of_import(tmp_path: Path) -> None:

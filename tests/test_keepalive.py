@@ -40,6 +40,7 @@ from trio_h2t import (
     RemoteProtocolError,
     TransportConfig,
 )
+from trio_h2t._connection import ConnectionCore
 from trio_h2t._keepalive import run_server_keepalive
 from trio_h2t._pings import KEEPALIVE_PING_DATA
 from trio_h2t._server import LINGER
@@ -533,7 +534,7 @@ async def test_server_age_jitter_ends(
     """With the jitter's draw pinned, GOAWAY max_age comes at exactly 0.9, 1 or 1.1 times
     max_connection_age."""
     pinned = functools.partial(run_server_keepalive, uniform=lambda: u)
-    monkeypatch.setattr(trio_h2t._server, "run_server_keepalive", pinned)
+    monkeypatch.setattr(trio_h2t._runtime, "run_server_keepalive", pinned)
     config = TransportConfig(max_connection_age=100)
     async with open_peer_client(_respond, server_config=config) as (peer, _core):
         start = trio.current_time()
@@ -554,7 +555,9 @@ async def test_keepalive_sets_tcp_user_timeout_on_both_sides() -> None:
     seen: list[int] = []
 
     async def handler(stream: H2Stream) -> None:
-        seen.append(_user_timeout_ms(stream._core.transport))
+        core = stream._core
+        assert isinstance(core, ConnectionCore)
+        seen.append(_user_timeout_ms(core.transport))
         await stream.send_headers([(":status", "200")], end_stream=True)
 
     server_config = TransportConfig(keepalive_timeout=7.5)

@@ -24,6 +24,8 @@ PACKAGE = Path(trio_h2t.__file__).parent
 #: The classes with mutable per-connection (or per-stream) state: (module, class).
 CLASSES = [
     ("_connection.py", "ConnectionCore"),
+    ("_lifecycle.py", "ConnectionLifecycle"),
+    ("_streamtable.py", "StreamTable"),
     ("_controlbuf.py", "ControlBuffer"),
     ("_loopy.py", "Loopy"),
     ("_outstream.py", "OutStream"),

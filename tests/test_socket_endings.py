@@ -43,6 +43,7 @@ from trio_h2t import (
     open_client_connection,
     serve_connection,
 )
+from trio_h2t._connection import ConnectionCore
 from trio_h2t._sockopts import stream_error, wait_readable, wait_writable
 
 #: Upper bound for any test here (seconds).
@@ -432,7 +433,9 @@ async def test_server_cancelled_while_reading_and_writing_a_large_body(
                 raw.send(peer.data_to_send())
                 await writing.wait()
                 await trio.testing.wait_all_tasks_blocked()
-                assert streams[0]._core.loopy._writing
+                core = streams[0]._core
+                assert isinstance(core, ConnectionCore)
+                assert core.loopy._writing
                 scope.cancel()
                 await trio.sleep_forever()
             finally:

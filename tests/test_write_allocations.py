@@ -25,6 +25,7 @@ import trio.testing
 from helpers import connected_pair
 
 from trio_h2t import H2Stream
+from trio_h2t._connection import ConnectionCore
 from trio_h2t._controlbuf import ControlBuffer
 from trio_h2t._items import ControlItem, Data
 
@@ -106,6 +107,7 @@ async def test_a_write_from_item_to_frame_allocates_no_more_than_pinned(kind: ty
         for _ in range(5):  # warm: the stream's output queue exists
             await stream.send_data(payload)
         core = stream._core
+        assert isinstance(core, ConnectionCore)
         cbuf, loopy = core.cbuf, core.loopy
         assert loopy is not None
         items = [Data(stream, payload, False, quota=100) for _ in range(writes)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import ssl
@@ -24,10 +23,9 @@ from ._exceptions import (
 )
 from ._headers import PERCENT_ENCODE_HINT, BodyRule
 from ._items import StartStream
-from ._keepalive import client_keepalive_enabled, run_client_keepalive
 from ._linger import close_cleanly
 from ._messages import Response
-from ._reader import Reader
+from ._runtime import run_connection
 from ._statistics import ConnectionStatistics
 from ._stream import (
     H2Stream,
@@ -398,10 +396,11 @@ async def open_client_connection(
 ) -> AsyncIterator[ClientConnection]:
     """Run an HTTP/2 client over any ``trio.abc.Stream`` (prior knowledge).
 
-    The connection's reader and loopy run in a nursery owned by this context
-    manager. Leaving the block closes the connection gracefully (GOAWAY, bounded
-    wait), or at once if the block raised; either way no task outlives it, and the
-    transport is closed.
+    The connection's tasks (loopy, the reader, the handshake timer, keepalive) run
+    in a nursery owned by this context manager (``_runtime.run_connection``).
+    Leaving the block closes the connection gracefully (GOAWAY, bounded wait), or at
+    once if the block raised; either way no task outlives it, and the transport is
+    closed.
 
     A fault inside the connection (a bug in its reader or loopy, an odd exception
     from the transport) ends it like a lost connection: the calls waiting on it raise
@@ -427,29 +426,19 @@ async def open_client_connection(
     config = resolve_config(config)
     core = ConnectionCore(transport, client_side=True, config=config)
     graceful = False
+    deadline = trio.current_time() + config.handshake_timeout
     try:
-        async with unwrap_single(), trio.open_nursery() as nursery:
-            await core.send_preface()
-            nursery.start_soon(Reader(core).run, name="h2-reader")
-            nursery.start_soon(core.run_loopy, name="h2-loopy")
-            with trio.move_on_after(config.handshake_timeout):
-                await core.settings_received.wait()
-            if core.error is not None or not core.settings_received.is_set():
-                err = _handshake_error(
-                    core.error, config.handshake_timeout, _unparsed(core), scheme
-                )
+        async with unwrap_single(), run_connection(core, deadline=deadline):
+            # The handshake timer (run_connection) fails the connection at the
+            # deadline, which sets settings_received too.
+            await core.settings_received.wait()
+            if core.error is not None:
+                cause = None if core.handshake_timed_out else core.error
+                err = _handshake_error(cause, config.handshake_timeout, _unparsed(core), scheme)
                 # GOAWAY before closing, also here: the protocol error's code (h2
                 # framed it), else NO_ERROR; bounded (ConnectionCore.abort).
                 await core.abort(err)
-                nursery.cancel_scope.cancel()
                 raise err
-            if client_keepalive_enabled(config):
-                nursery.start_soon(
-                    core.run_task,
-                    functools.partial(run_client_keepalive, core),
-                    "the connection's keepalive task",
-                    name="h2-keepalive",
-                )
             conn = ClientConnection._create(core, authority.encode("ascii"), scheme.encode())
             try:
                 yield conn
@@ -457,13 +446,11 @@ async def open_client_connection(
                 # A hard close: GOAWAY (NO_ERROR, or the protocol error's code) after
                 # the RST_STREAMs the streams queued, bounded; then tear down.
                 await core.abort(ConnectionClosingError("the client connection was closed"))
-                nursery.cancel_scope.cancel()
                 raise
             else:
                 with trio.CancelScope(shield=True):
                     await core.graceful_close()
                 graceful = True
-            nursery.cancel_scope.cancel()
         if graceful:
             # Not shielded: a cancelled close closes at once (_linger.py).
             await close_cleanly(core)

@@ -12,10 +12,15 @@ A connection runs in one nursery holding (``docs/architecture.md`` has the pictu
 - the **stream tasks**: handlers on a server (started by ``_server.py``'s
   admission), the user's tasks on a client.
 
-This module holds what those tasks share: the h2 state machine, the control buffer,
-the stream registry, the client's stream quota, and the connection's lifecycle
-(sticky error, graceful close, idle detection). It imports neither the reader nor
-the server: they build on it.
+What those tasks share is split by owner into three layers, each class extending
+the one below (``_lifecycle.py`` has the picture): ``ConnectionLifecycle`` (the
+sticky error, GOAWAYs, closing, the end events: set once, by whichever task gets
+there first), ``StreamTable`` (``_streamtable.py``: the stream registry and the
+quotas), and this module's ``ConnectionCore``: the h2 state machine, the control
+buffer and loopy, what only the reader writes (receive windows, read times), what
+only loopy writes (ping counts), and the operations that span the layers (``fail``,
+``fault``, ``graceful_close``, ``abort``, ``stream_closed``). It imports neither the
+reader nor the server, nor ``_runtime.py``, which starts the tasks: they build on it.
 
 Ownership: fields are tagged with the task that owns them. Everything runs on one
 thread and every shared mutation happens between two awaits.
@@ -59,7 +64,7 @@ from ._exceptions import (
     RemoteProtocolError,
 )
 from ._flow import BDP_PING_DATA, BdpEstimator, ConnectionInFlow
-from ._h2state import GoAwayReceived, H2State, make_h2_state
+from ._h2state import H2State, make_h2_state
 from ._items import (
     CloseConnection,
     ControlItem,
@@ -67,7 +72,6 @@ from ._items import (
     PeerResponse,
     Ping,
     ResetStream,
-    WindowOpened,
     WindowUpdate,
 )
 from ._loopy import FINAL_WRITE_TIMEOUT, Loopy
@@ -76,6 +80,7 @@ from ._pings import DRAIN_PING_DATA, DRAIN_PING_TIMEOUT, MAX_STREAM_ID
 from ._sockopts import set_tcp_user_timeout
 from ._statistics import ConnectionStatistics
 from ._stream import H2Stream
+from ._streamtable import StreamTable
 
 __all__ = ["ConnectionCore"]
 
@@ -91,7 +96,7 @@ log = logging.getLogger("trio_h2t")
 FORCE_CLOSE_WAIT = 1.0
 
 
-class ConnectionCore:
+class ConnectionCore(StreamTable):
     """Shared state of one connection (client or server). Built by client/server code."""
 
     def __init__(
@@ -101,8 +106,11 @@ class ConnectionCore:
         client_side: bool,
         config: TransportConfig,
     ) -> None:
+        super().__init__(
+            client_side=client_side,
+            track_idle=not client_side and config.max_connection_idle is not None,
+        )
         self.config = config  # immutable after init
-        self.client_side = client_side  # immutable after init
         self.transport = transport  # immutable after init; reads: reader; writes: loopy
         # immutable after init (the object). Its state: the reader (receive_data, and
         # resets of streams it refuses), loopy (every other outbound call), any task's
@@ -118,27 +126,9 @@ class ConnectionCore:
         self.cbuf = ControlBuffer(throttle_limit=config.throttle_limit)  # immutable after init
         self.loopy = Loopy(self, transport)  # immutable after init
 
+        # -- what the reader writes
         #: Stream window for new streams (grows with the BDP estimate). Owner: reader.
         self.initial_window_size = config.initial_window_size
-        # shared: the reader adds server streams (admission), loopy client streams
-        # (when it writes their HEADERS); stream_closed removes, in any task.
-        self._streams: dict[int, H2Stream] = {}
-        # Streams added to _streams, ever (statistics). Owner: whoever adds one: the
-        # reader (server admission) or loopy (register_client_stream).
-        self.streams_opened = 0
-        # PINGs (not ACKs) framed so far, a count that only grows (owner: loopy,
-        # on_ping_written; the reader counts PING ACKs beyond it as a flood).
-        self.pings_sent = 0
-        # What send_preface wrote before loopy started (statistics). Owner: the
-        # task running send_preface; set once.
-        self._preface_bytes = 0
-        self._preface_frames = 0  # owner: as _preface_bytes
-        # shared: the WindowOpened items queued and not yet handled (compared by
-        # value: kind and stream id); the reader adds (and queues an item only if no
-        # equal one is in it), loopy discards when it handles one. Bounds those
-        # unthrottled items by the streams, whatever the number of WINDOW_UPDATE
-        # frames the peer sends.
-        self.windows_opened: set[WindowOpened] = set()
         # owner: reader: connection-level receive window (what we owe the peer),
         # within the inbound budget (its ``buffered`` is shared: _flow.py says how).
         self.in_flow = ConnectionInFlow(
@@ -146,73 +136,10 @@ class ConnectionCore:
             config.window_update_ratio,
             config.max_unread_bytes,
         )
-        # shared: the reader adds samples and calculates; loopy timestamps the PING
-        # it writes (on_ping_written). Each call is synchronous.
-        self.bdp = (
-            BdpEstimator(config.initial_window_size, config.max_window_size)
-            if config.dynamic_window
-            else None
-        )
-
-        # -- lifecycle, shared: set once each
-        # shared: sticky, set once by fail() (in any task): why the connection ended.
-        self.error: BaseException | None = None
-        self.goaway_received: GoAwayReceived | None = None  # owner: reader
-        self.goaway_sent_last_id: int | None = None  # owner: loopy
-        # shared: set once, by the first fault() (any task): the first unexpected
-        # exception (a bug) that ended the connection; our last GOAWAY then says
-        # INTERNAL_ERROR.
-        self.fault_error: BaseException | None = None
-        # shared: set once, never cleared, by whichever task starts closing (the
-        # application's aclose, abort, or, after the client's GOAWAY, the task that
-        # ends the last stream or handler): no new streams from us.
-        self.closing = False
-        # shared: set (never cleared) wherever this side stops opening streams: the
-        # peer's GOAWAY (reader), closing starts (any task that sets ``closing``), or
-        # fail(). ClientConnection.accepting_streams / wait_not_accepting read it.
-        self.not_accepting = trio.Event()
-        # shared: a server's drain (graceful_close) is in its first phase: created,
-        # once, by the task that sends the first GOAWAY (2^31-1) and its PING; set by
-        # the reader when that PING's ACK arrives, or by fail(). None: no drain yet.
-        self.drain_ack: trio.Event | None = None
-        # shared: set by the task that closes the last stream while closing, or fail().
-        self._idle = trio.Event()
-        # shared: set by the reader (the peer's first SETTINGS arrived), or by fail().
-        self.settings_received = trio.Event()
-        # shared: set once the connection is over: by fail() (any task), or (after a
-        # protocol error, once the GOAWAY is flushed) when loopy exits.
-        self.done = trio.Event()
-        self.eof_seen = False  # owner: reader: the peer closed its side
-        # shared: entered once by the reader around its loop; cancelled by
-        # run_loopy on exit (nothing more can be written, so stop reading).
-        self.reader_scope = trio.CancelScope()
-        # shared: set by the reader when its run ends, however it ends; the client's
-        # clean close (_linger.py) reads the transport only after that.
-        self.reader_stopped = trio.Event()
-        # shared: created once by the first task that runs the client's clean close
-        # (_linger.close_cleanly), set when it is over; a second closer waits for it.
-        self.clean_close: trio.Event | None = None
-
-        # -- stream quota (client): how many more streams the peer allows us
-        # owner: reader (set_peer_max_streams); grpc-go's default until the first SETTINGS.
-        self._peer_max_streams = 100
-        self._open_outbound = 0  # shared: +1 in open_stream, -1 when a stream closes
-        # immutable after init: openers (stream tasks) park in it; whoever frees
-        # stream quota (stream_closed, SETTINGS, fail) unparks.
-        self._quota_lot = trio.lowlevel.ParkingLot()
-        # shared: (server) +1 by the reader (admission), -1 by stream_closed in any task.
-        self._open_inbound = 0
-        # shared: +1 by the reader when it starts a handler, -1 when the handler
-        # task ends; a graceful close waits for it to reach 0.
-        self.handlers_running = 0
         self.settings_acked = False  # owner: reader: the peer acked our SETTINGS
-        # shared: set once, by the first task that asks (connection_info()).
-        self._info: ConnectionInfo | None = None
-
-        # -- keepalive (_keepalive.py), tracked only as far as a feature needs it
         #: trio.current_time() of the reader's latest read (any inbound bytes count
-        #: as a sign of life); -inf before the first. Owner: reader (one store per
-        #: read, only if tracks_reads).
+        #: as a sign of life, for the keepalive task); -inf before the first. Owner:
+        #: reader (one store per read, only if tracks_reads).
         self.last_read = -math.inf
         # immutable after init: a keepalive task will run, so the reader keeps
         # last_read (the same tests as _keepalive's *_keepalive_enabled).
@@ -225,16 +152,26 @@ class ConnectionCore:
             # As grpc-go: the kernel gives up on unacknowledged data as soon as the
             # keepalive would (_sockopts.py says why).
             set_tcp_user_timeout(transport, config.keepalive_timeout)
-        # immutable after init: a server with max_connection_idle notes when it
-        # goes idle (no stream open).
-        self._track_idle = not client_side and config.max_connection_idle is not None
-        # shared: set by stream_closed (any task) when the last stream closes, if
-        # _track_idle; None: no stream has closed yet (idle since the start).
-        self.idle_since: float | None = None
-        # shared: created by the keepalive task when it goes dormant (a client with
-        # no stream and no permission to ping without one); set and cleared by the
-        # task that starts a stream (loopy, register_client_stream) or by fail().
-        self.keepalive_wakeup: trio.Event | None = None
+
+        # -- what loopy writes (and the preface, before loopy runs)
+        # PINGs (not ACKs) framed so far, a count that only grows (owner: loopy,
+        # on_ping_written; the reader counts PING ACKs beyond it as a flood).
+        self.pings_sent = 0
+        # What send_preface wrote before loopy started (statistics). Owner: the
+        # task running send_preface; set once.
+        self._preface_bytes = 0
+        self._preface_frames = 0  # owner: as _preface_bytes
+
+        # -- shared, each under the rule beside it
+        # shared: the reader adds samples and calculates; loopy timestamps the PING
+        # it writes (on_ping_written). Each call is synchronous.
+        self.bdp = (
+            BdpEstimator(config.initial_window_size, config.max_window_size)
+            if config.dynamic_window
+            else None
+        )
+        # shared: set once, by the first task that asks (connection_info()).
+        self._info: ConnectionInfo | None = None
 
     # ------------------------------------------------------------------ start-up
 
@@ -254,7 +191,8 @@ class ConnectionCore:
 
     # ------------------------------------------------------------------ streams
 
-    def _put(self, item: ControlItem) -> None:
+    def put(self, item: ControlItem) -> None:
+        """Queue ``item`` for loopy; nothing if the connection is already over."""
         # After finish the connection is going away: nothing more is owed.
         with contextlib.suppress(ConnectionClosingError):
             self.cbuf.put(item)
@@ -286,7 +224,7 @@ class ConnectionCore:
             # while it is refused (up to flood_rate a second) grew h2's table
             # forever.
             self.h2.prune_closed_streams(stream_id)
-        self._put(PeerResponse("rst"))
+        self.put(PeerResponse("rst"))
         return True
 
     def connection_info(self) -> ConnectionInfo:
@@ -296,37 +234,11 @@ class ConnectionCore:
             info = self._info = connection_info(self.transport)
         return info
 
-    def find_stream(self, stream_id: int) -> H2Stream | None:
-        return self._streams.get(stream_id)
-
-    def register_client_stream(self, stream: H2Stream, stream_id: int) -> None:
-        """Loopy wrote the HEADERS of a client stream: it now has an id."""
-        stream.stream_id = stream_id
-        self._streams[stream_id] = stream
-        self.streams_opened += 1
-        if self.keepalive_wakeup is not None:
-            self.wake_keepalive()
-
-    def wake_keepalive(self) -> None:
-        """Wake the dormant keepalive task (a stream started, or the connection ended)."""
-        wakeup = self.keepalive_wakeup
-        if wakeup is not None:
-            self.keepalive_wakeup = None
-            wakeup.set()
-
     def stream_closed(self, stream: H2Stream) -> None:
         """Both directions are over, or the stream was reset. Idempotent."""
         if not stream.core_close():
             return
-        if self._streams.pop(stream.stream_id, None) is not None or stream.stream_id == 0:
-            if self.client_side:
-                self._open_outbound -= 1
-                if self._quota_lot:
-                    self._quota_lot.unpark()
-            else:
-                self._open_inbound -= 1
-                if self._track_idle and not self._streams:
-                    self.idle_since = trio.current_time()
+        self._stream_removed(stream.stream_id)
         # Every close path comes here, so h2's stream table is pruned here (amortised
         # O(1)); h2 itself would only prune while counting streams, which we don't.
         self.h2.prune_closed_streams(stream.stream_id)
@@ -336,7 +248,7 @@ class ConnectionCore:
         # Idle = no stream open at the protocol level *and* no handler still running
         # (a handler may finish its work after its stream closed). Only meaningful
         # once closing, or after the peer's GOAWAY.
-        if self._streams or self.handlers_running:
+        if self.streams_by_id or self.handlers_running:
             return
         if self.closing or self.goaway_received is not None:
             self._idle.set()
@@ -349,8 +261,8 @@ class ConnectionCore:
             return
         self.closing = True
         self.not_accepting.set()
-        self._put(GoAway(ErrorCodes.NO_ERROR))
-        self._put(CloseConnection())
+        self.put(GoAway(ErrorCodes.NO_ERROR))
+        self.put(CloseConnection())
 
     def local_end_written(self, stream: H2Stream) -> None:
         """Loopy wrote our END_STREAM for ``stream``."""
@@ -367,11 +279,11 @@ class ConnectionCore:
         # server that answered a client's GOAWAY then queues GOAWAY + CloseConnection,
         # behind which loopy would never write this RST (the client would wait on the
         # stream until the connection dropped).
-        self._put(ResetStream(stream, code))
+        self.put(ResetStream(stream, code))
         self.stream_closed(stream)
 
     def send_window_update(self, stream: H2Stream, increment: int) -> None:
-        self._put(WindowUpdate(stream, increment))
+        self.put(WindowUpdate(stream, increment))
 
     def connection_window_freed(self) -> None:
         """Unread bytes left the inbound budget (read, or dropped with their stream):
@@ -379,70 +291,7 @@ class ConnectionCore:
         Synchronous; any task."""
         inc = self.in_flow.grant()
         if inc:
-            self._put(WindowUpdate(None, inc))
-
-    # -- client stream quota --------------------------------------------------------
-
-    def goaway_error(self) -> GoAwayError:
-        """A fresh GoAwayError with the fields of the peer's (latest) GOAWAY."""
-        ev = self.goaway_received
-        assert ev is not None
-        return GoAwayError(ev.error_code, ev.last_stream_id, ev.debug_data)
-
-    def refuse_new_stream_error(self) -> BaseException | None:
-        """Why a new stream may not start now, or None.
-
-        This side closing comes first (ConnectionClosingError: you closed it), then
-        the peer's GOAWAY (GoAwayError, retryable), then any other end of the
-        connection (ConnectionClosingError caused by ``error``).
-        """
-        if self.closing:
-            if self.error is not None:
-                return self.closing_error()
-            return ConnectionClosingError("the connection is closing; retry elsewhere")
-        if self.goaway_received is not None:
-            exc = self.goaway_error()
-            if self.error is not None and not isinstance(self.error, GoAwayError):
-                exc.__cause__ = self.error
-            return exc
-        if self.error is not None:
-            return self.closing_error()
-        return None
-
-    async def acquire_stream_quota(self) -> None:
-        """Wait until the peer's MAX_CONCURRENT_STREAMS admits one more stream.
-
-        Checkpoint: always. On cancellation: no quota is held.
-        """
-        await trio.lowlevel.checkpoint_if_cancelled()
-        parked = False
-        while True:
-            error = self.refuse_new_stream_error()
-            if error is not None:
-                raise error
-            if self._open_outbound < self._peer_max_streams:
-                break
-            parked = True
-            await self._quota_lot.park()
-        self._open_outbound += 1
-        if self._open_outbound < self._peer_max_streams and self._quota_lot:
-            self._quota_lot.unpark()  # chain: the limit may have grown by more than one
-        if not parked:
-            await trio.lowlevel.cancel_shielded_checkpoint()
-
-    def set_peer_max_streams(self, limit: int) -> None:
-        """The peer's MAX_CONCURRENT_STREAMS is now ``limit`` (the reader saw SETTINGS)."""
-        self._peer_max_streams = limit
-        self._quota_lot.unpark_all()
-
-    def wake_quota_waiters(self) -> None:
-        """Wake every task waiting for stream quota, to look again (e.g. after GOAWAY)."""
-        self._quota_lot.unpark_all()
-
-    def release_stream_quota(self) -> None:
-        self._open_outbound -= 1
-        if self._quota_lot:
-            self._quota_lot.unpark()
+            self.put(WindowUpdate(None, inc))
 
     # -- loopy callbacks ---------------------------------------------------------------
 
@@ -451,41 +300,7 @@ class ConnectionCore:
         if data == BDP_PING_DATA and self.bdp is not None:
             self.bdp.timesnap(trio.current_time())
 
-    def window_opened_handled(self, item: WindowOpened) -> None:
-        self.windows_opened.discard(item)
-
-    def on_goaway_written(self, last_stream_id: int) -> None:
-        # A drain's first GOAWAY (2^31-1) is a heads-up, not the last word: loopy
-        # still owes the real last stream id if the connection ends before the
-        # second one goes out (final_goaway_code).
-        if last_stream_id != MAX_STREAM_ID or self.client_side:
-            self.goaway_sent_last_id = last_stream_id
-
-    def on_drain_ping_ack(self) -> None:
-        """The reader saw the ACK of the drain's PING: the client has read our first
-        GOAWAY, so every stream it started before it has reached us."""
-        if self.drain_ack is not None:
-            self.drain_ack.set()
-
-    def final_goaway_code(self) -> int | None:
-        """The GOAWAY loopy owes on its way out: None if ours was written or the peer
-        closed its side (EOF); else INTERNAL_ERROR after a fault, the protocol error's
-        code, or NO_ERROR."""
-        if self.goaway_sent_last_id is not None or self.eof_seen:
-            return None
-        if self.fault_error is not None:
-            return ErrorCodes.INTERNAL_ERROR
-        error = self.error
-        if isinstance(error, H2ProtocolError):
-            return int(error.error_code)
-        return ErrorCodes.NO_ERROR
-
     # ------------------------------------------------------------------ shutdown
-
-    def closing_error(self) -> ConnectionClosingError:
-        exc = ConnectionClosingError("the connection is closed")
-        exc.__cause__ = self.error
-        return exc
 
     def fail(self, error: BaseException, *, finish: bool = True) -> None:
         """End the connection because of ``error``. Synchronous and idempotent.
@@ -517,7 +332,7 @@ class ConnectionCore:
             kind = "connection-lost"
             if isinstance(error, H2ProtocolError):
                 code = error.error_code
-        for stream in list(self._streams.values()):
+        for stream in list(self.streams_by_id.values()):
             if isinstance(error, KeepaliveTimeoutError):
                 stream_error: BaseException = KeepaliveTimeoutError(str(error))
             elif isinstance(error, trio.BrokenResourceError):
@@ -528,7 +343,7 @@ class ConnectionCore:
             self.cancel_handler(stream, kind, code)  # first, as in _on_stream_reset
             stream.core_fail(stream_error)
             self.stream_closed(stream)
-        self._quota_lot.unpark_all()
+        self.wake_quota_waiters()
         self.not_accepting.set()
         self._idle.set()
         self.settings_received.set()
@@ -559,8 +374,8 @@ class ConnectionCore:
         log.warning("closing the connection: %s (GOAWAY ENHANCE_YOUR_CALM)", message)
         self.closing = True
         self.not_accepting.set()
-        self._put(GoAway(ErrorCodes.ENHANCE_YOUR_CALM, debug_data=debug_data))
-        self._put(CloseConnection())
+        self.put(GoAway(ErrorCodes.ENHANCE_YOUR_CALM, debug_data=debug_data))
+        self.put(CloseConnection())
         self.fail(
             RemoteProtocolError(message, error_code=ErrorCodes.ENHANCE_YOUR_CALM), finish=False
         )
@@ -611,17 +426,21 @@ class ConnectionCore:
         return as soon as it has (or the connection ended: ``fail`` sets
         ``settings_received`` too).
 
-        Run by the server in the connection nursery, so an idle socket whose peer
-        never completes the handshake is not held forever. Checkpoint: always.
+        Run on both sides in the connection nursery (``_runtime.py``), so an idle
+        socket whose peer never completes the handshake is not held forever; a
+        client's ``open_client_connection`` then reports the timeout
+        (``handshake_timed_out``). Checkpoint: always.
         On cancellation: returns at once, failing nothing.
         """
         timeout = self.config.handshake_timeout
         with trio.move_on_at(deadline):
             await self.settings_received.wait()
         if not self.settings_received.is_set():
+            self.handshake_timed_out = True
+            peer = "server" if self.client_side else "client"
             self.fail(
                 ConnectionLostError(
-                    f"the client did not complete the HTTP/2 handshake within {timeout:g} s"
+                    f"the {peer} did not complete the HTTP/2 handshake within {timeout:g} s"
                 )
             )
 
@@ -675,8 +494,8 @@ class ConnectionCore:
             if not self.closing:
                 self.closing = True
                 self.not_accepting.set()
-                self._put(GoAway(ErrorCodes.NO_ERROR))
-            self._put(CloseConnection())
+                self.put(GoAway(ErrorCodes.NO_ERROR))
+            self.put(CloseConnection())
         with trio.move_on_after(FINAL_WRITE_TIMEOUT) as scope:
             scope.shield = True
             await self.done.wait()
@@ -719,7 +538,7 @@ class ConnectionCore:
                     if not self.closing and self.error is None:
                         self.closing = True
                         self.not_accepting.set()
-                        self._put(
+                        self.put(
                             GoAway(ErrorCodes.NO_ERROR, last_stream_id=0, debug_data=debug_data)
                         )
                         self.check_idle()
@@ -727,13 +546,13 @@ class ConnectionCore:
                     await self._drain_first_phase(debug_data)
                 await self._idle.wait()
             if self.error is None:
-                self._put(CloseConnection())
+                self.put(CloseConnection())
             with trio.move_on_after(max(timeout, 1.0)):
                 await self.done.wait()
         finally:
             if not self.done.is_set():
                 if self.error is None:
-                    self._put(CloseConnection())
+                    self.put(CloseConnection())
                 with trio.CancelScope(shield=True), trio.move_on_after(FORCE_CLOSE_WAIT):
                     await self.done.wait()
                 if not self.done.is_set():
@@ -747,10 +566,10 @@ class ConnectionCore:
         """
         ack = self.drain_ack = trio.Event()
         try:
-            self._put(
+            self.put(
                 GoAway(ErrorCodes.NO_ERROR, last_stream_id=MAX_STREAM_ID, debug_data=debug_data)
             )
-            self._put(Ping(DRAIN_PING_DATA))
+            self.put(Ping(DRAIN_PING_DATA))
             with trio.move_on_after(DRAIN_PING_TIMEOUT):
                 await ack.wait()
         finally:
@@ -769,19 +588,15 @@ class ConnectionCore:
         self.closing = True
         self.not_accepting.set()
         last = self.h2.highest_inbound_stream_id
-        self._put(GoAway(ErrorCodes.NO_ERROR, last_stream_id=last, debug_data=debug_data))
+        self.put(GoAway(ErrorCodes.NO_ERROR, last_stream_id=last, debug_data=debug_data))
         self.check_idle()
-
-    @property
-    def open_streams(self) -> int:
-        return len(self._streams)
 
     def statistics(self) -> ConnectionStatistics:
         """A snapshot of the counters and windows (``ConnectionStatistics``)."""
         loopy = self.loopy.statistics()
         h2 = self.h2
         return ConnectionStatistics(
-            streams_open=len(self._streams),
+            streams_open=len(self.streams_by_id),
             streams_opened=self.streams_opened,
             bytes_sent=self._preface_bytes + loopy.bytes_written,
             bytes_received=h2.bytes_received,
@@ -795,6 +610,3 @@ class ConnectionCore:
             stream_receive_window=self.initial_window_size,
             loopy=loopy,
         )
-
-    def streams(self) -> list[H2Stream]:
-        return list(self._streams.values())

@@ -40,10 +40,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
-
-if TYPE_CHECKING:
-    from ._stream import H2Stream
+from typing import ClassVar, Protocol
 
 __all__ = [
     "CloseConnection",
@@ -51,6 +48,7 @@ __all__ = [
     "Data",
     "GoAway",
     "Headers",
+    "ItemStream",
     "PeerResponse",
     "Ping",
     "ResetStream",
@@ -64,6 +62,17 @@ __all__ = [
 ]
 
 HeaderList = Sequence[tuple[bytes, bytes]]
+
+
+class ItemStream(Protocol):
+    """What an item reaches of the stream it is for (an ``H2Stream``, which builds
+    items and so is above this module: tests/test_import.py). Loopy, above both,
+    treats the stream as the ``H2Stream`` it is."""
+
+    @property
+    def stream_id(self) -> int: ...
+
+    def loopy_released(self, quota: int, cancel_after: bool) -> None: ...
 
 
 class StreamStarter(Protocol):
@@ -114,7 +123,7 @@ class StartStream(ControlItem):
     starter: StreamStarter
     #: The stream it opens: loopy marks its output done (``_outstream.py``) when the
     #: HEADERS carry END_STREAM or cannot go out. None in control-buffer tests.
-    stream: H2Stream | None = None
+    stream: ItemStream | None = None
 
     def orphan(self, error: BaseException) -> None:
         self.starter.orphaned(error)
@@ -128,7 +137,7 @@ class Headers(ControlItem):
     """
 
     throttled: ClassVar[bool] = False
-    stream: H2Stream
+    stream: ItemStream
     headers: HeaderList
     end_stream: bool
 
@@ -155,7 +164,7 @@ class Data(ControlItem):
 
     def __init__(
         self,
-        stream: H2Stream,
+        stream: ItemStream,
         payload: bytes | bytearray | memoryview,
         end_stream: bool,
         quota: int = 0,
@@ -199,7 +208,7 @@ class ResetStream(ControlItem):
     side has ended by then.
     """
 
-    stream: H2Stream
+    stream: ItemStream
     error_code: int
     after_end: bool = False
 
@@ -212,7 +221,7 @@ class StreamDone(ControlItem):
     No frame is written.
     """
 
-    stream: H2Stream
+    stream: ItemStream
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -221,7 +230,7 @@ class WindowUpdate(ControlItem):
 
     throttled: ClassVar[bool] = False
 
-    stream: H2Stream | None
+    stream: ItemStream | None
     increment: int
 
 

@@ -102,7 +102,7 @@ async def run_client_keepalive(core: ConnectionCore) -> None:
             trio.current_time(), core.last_read, may_sleep=not permit and not core.open_streams
         )
         if action is KeepaliveAction.PING:
-            core._put(Ping(KEEPALIVE_PING_DATA))
+            core.put(Ping(KEEPALIVE_PING_DATA))
         elif action is KeepaliveAction.DORMANT:
             wakeup = core.keepalive_wakeup = trio.Event()
             await wakeup.wait()
@@ -153,7 +153,7 @@ async def run_server_keepalive(
         if timer is not None and now >= ping_at:
             action, ping_at = timer.poll(now, core.last_read)
             if action is KeepaliveAction.PING:
-                core._put(Ping(KEEPALIVE_PING_DATA))
+                core.put(Ping(KEEPALIVE_PING_DATA))
             elif action is KeepaliveAction.TIMEOUT:
                 assert interval is not None
                 core.fail(_timeout_error(config, interval))

@@ -76,7 +76,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from typing import Protocol, final
+from typing import TYPE_CHECKING, Protocol, cast, final
 
 import trio
 from h2.connection import ConnectionState
@@ -523,8 +523,14 @@ class Loopy:
             # pattern allocates an empty set and list (CPython's MATCH_CLASS), and the
             # write path allocates nothing it can avoid (grpc-go #8668;
             # docs/architecture.md, "Allocations per write").
+            # An item's ``stream`` is typed as the ItemStream protocol (_items.py
+            # cannot import _stream); every item is built for an H2Stream. On the
+            # per-item paths the type checker is told so under TYPE_CHECKING, which
+            # costs nothing at run time (``cast`` is a call).
             if type(item) is Data:
                 stream = item.stream
+                if TYPE_CHECKING:
+                    assert isinstance(stream, H2Stream)
                 sid = stream.stream_id
                 out = self._outs.get(sid)
                 if out is None:  # the stream's first item: make its entry
@@ -543,6 +549,8 @@ class Loopy:
             match item:
                 case Headers():
                     stream = item.stream
+                    if TYPE_CHECKING:
+                        assert isinstance(stream, H2Stream)
                     sid = stream.stream_id
                     out = self._outs.get(sid)
                     if out is None:  # the stream's first item: make its entry
@@ -556,7 +564,7 @@ class Loopy:
                 case StartStream():
                     self._start_stream(item)
                 case WindowUpdate():
-                    target = item.stream
+                    target = cast("H2Stream | None", item.stream)
                     if target is None:
                         h2.increment_flow_control_window(item.increment)
                         self._frames += 1
@@ -576,13 +584,14 @@ class Loopy:
                     self._frames += 1
                     self._core.on_ping_written(item.data)
                 case ResetStream():
+                    stream = cast(H2Stream, item.stream)
                     if item.after_end:
-                        self._reset_after_end(item.stream, item.error_code)
+                        self._reset_after_end(stream, item.error_code)
                     else:
-                        self._reset(item.stream, item.error_code)
+                        self._reset(stream, item.error_code)
                 case StreamDone():
                     # Over for loopy: nothing more is written for it, no RST is owed.
-                    stream = item.stream
+                    stream = cast(H2Stream, item.stream)
                     out = self._outs.get(stream.stream_id)
                     if out is not None:
                         self._drop_output(out)
@@ -613,7 +622,9 @@ class Loopy:
         if isinstance(item, StartStream):
             log.error("loopy could not frame a new stream's HEADERS; failing it", exc_info=exc)
             if item.stream is not None:
-                item.stream.loopy_output_reset()  # nothing was sent, nothing more will be
+                cast(
+                    H2Stream, item.stream
+                ).loopy_output_reset()  # nothing was sent, nothing more will be
             item.starter.failed(exc)
             return True
         stream = getattr(item, "stream", None)  # Data, Headers, WindowUpdate, ...
@@ -650,6 +661,8 @@ class Loopy:
     def _start_stream(self, item: StartStream) -> None:
         core = self._core
         stream = item.stream
+        if TYPE_CHECKING:  # as in _handle: no call on the per-stream path
+            assert stream is None or isinstance(stream, H2Stream)
         error = core.refuse_new_stream_error()
         if error is not None:
             if stream is not None:

@@ -204,7 +204,7 @@ class Reader:
         self._on_request: Admit = admit if admit is not None else self._refuse_request
         # immutable after init: the core's objects, held for the hot path (their
         # contents have the owners the core's tags give).
-        self._streams = core._streams
+        self._streams = core.streams_by_id
         self._in_flow = core.in_flow  # immutable after init (as above)
         self._bdp = core.bdp  # immutable after init (as above)
         # owner: reader: the server's budget of RST_STREAM frames from the client
@@ -413,7 +413,7 @@ class Reader:
         if goaway is not None and goaway.error_code != ErrorCodes.NO_ERROR:
             # The peer said why it ends the connection: that is the error.
             core.fail(core.goaway_error())
-        elif not core._streams and (goaway is not None or core.closing):
+        elif not core.streams_by_id and (goaway is not None or core.closing):
             # A clean end: nothing was open, as both sides agreed.
             exc = ConnectionClosingError("the connection was closed")
             if goaway is not None:
@@ -617,7 +617,7 @@ class Reader:
                 f" after a burst of reset_burst={core.config.reset_burst}",
             )
             raise _OverBudget
-        stream = core._streams.get(ev.stream_id)
+        stream = core.streams_by_id.get(ev.stream_id)
         if stream is None:
             return
         code = ev.error_code if ev.error_code is not None else ErrorCodes.NO_ERROR
@@ -685,7 +685,7 @@ class Reader:
         # only record their new limit; a WINDOW_UPDATE as well would credit them
         # twice and let a peer buffer twice the growth in an unread stream. grpc-go's
         # updateFlowControl does the same (inFlow.newLimit sends nothing).
-        for stream in core._streams.values():
+        for stream in core.streams_by_id.values():
             stream.reader_new_window_limit(window)
         self._put(Settings(((SettingCodes.INITIAL_WINDOW_SIZE, window),)))
 
@@ -706,7 +706,7 @@ class Reader:
             core.check_idle()
             return
         upper = previous.last_stream_id if previous is not None else 2**31
-        for sid, stream in list(core._streams.items()):
+        for sid, stream in list(core.streams_by_id.items()):
             if ev.last_stream_id < sid <= upper:
                 # RFC 9113 §6.8: the server never processed it: safe to retry elsewhere.
                 refused = StreamRefusedError(sid, ErrorCodes.REFUSED_STREAM, remote=True)

@@ -38,13 +38,13 @@ from ._config import TransportConfig, resolve_config
 from ._connection import ConnectionCore
 from ._exceptions import ConnectionClosingError, ConnectionLostError, StreamResetError
 from ._items import ResetStream
-from ._keepalive import run_server_keepalive, server_keepalive_enabled
 from ._linger import (
     LINGER as LINGER,  # re-exported for the tests' bounds
     linger,
 )
 from ._messages import TLSInfo
-from ._reader import Reader
+from ._reader import Admit
+from ._runtime import run_connection
 from ._shared import only_exception as _only
 from ._sniff import sniff_preface
 from ._statistics import ConnectionStatistics, ServerStatistics
@@ -210,7 +210,7 @@ class _Admission:
             # this holds it also within one batch of events.
             return False
         limit = self._inbound_stream_limit()
-        if core.closing or core._open_inbound >= limit:
+        if core.closing or core.open_inbound >= limit:
             # Refused before any handler sees it; h2 already decoded the header
             # block, so HPACK stays in sync, and the connection lives on.
             return core.refuse_stream(sid)
@@ -220,9 +220,9 @@ class _Admission:
         # handler's first read sends it. The handler's cancel scope is made here, not
         # in the handler task: a reset before the handler first runs must cancel it.
         stream.server_admit(expects_continue=not ev.stream_ended and _expects_continue(headers))
-        core._streams[sid] = stream
+        core.streams_by_id[sid] = stream
         core.streams_opened += 1
-        core._open_inbound += 1
+        core.open_inbound += 1
         if core.handlers_running >= limit:
             if self._waiting is None:
                 self._waiting = collections.deque()
@@ -305,7 +305,7 @@ class _Admission:
                             core.reset_stream(stream, ErrorCodes.NO_ERROR, None)
                         else:
                             # Loopy resets once it has written our END_STREAM.
-                            core._put(ResetStream(stream, ErrorCodes.NO_ERROR, after_end=True))
+                            core.put(ResetStream(stream, ErrorCodes.NO_ERROR, after_end=True))
                     else:
                         if not raised and not scope.cancelled_caught:
                             log.warning(
@@ -489,53 +489,30 @@ async def _serve(
     # The preface and SETTINGS must arrive by then, the first-bytes sniff included.
     deadline = trio.current_time() + config.handshake_timeout
     try:
-        async with trio.open_nursery() as nursery:
-            reader = Reader(core, admit=_Admission(core, handler, nursery).admit)
-            task_status.started(ServerConnection._create(core))
-            try:
-                # Before our preface: an HTTP/1.x client gets an answer it can read.
-                first = await sniff_preface(transport, deadline)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                raise
-            except Exception as exc:  # a broken Stream wrapper: this connection only
-                core.fault(exc, "the first-bytes sniff (the transport, or a bug in _sniff.py)")
-                return
-            if first is None:
-                return  # an HTTP/1.x request, answered (505); nothing of HTTP/2
-            # Only now a connection H2Server.aclose drains; until here it has no
-            # HTTP/2 state, and a server stopping just cancels it.
-            if registry is not None:
-                registry.add(core)
-            core.h2.prime(first)
-            try:
-                await core.send_preface()
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                raise
-            except Exception as exc:  # a broken Stream wrapper: this connection only
-                core.fault(exc, "the transport's send_all")
-                return
-            nursery.start_soon(core.run_loopy, name="h2-loopy")
-            nursery.start_soon(
-                core.run_task,
-                functools.partial(core.watch_handshake, deadline),
-                "the connection's handshake timer",
-                name="h2-handshake-timeout",
-            )
-            if server_keepalive_enabled(config):
-                nursery.start_soon(
-                    core.run_task,
-                    functools.partial(run_server_keepalive, core),
-                    "the connection's keepalive task",
-                    name="h2-keepalive",
-                )
-            await reader.run()
-            # The reader ended: the connection is over (EOF, protocol error, or
-            # finished). Let loopy flush a final GOAWAY, then stop everything.
-            with trio.move_on_after(1):
-                await core.done.wait()
-            if core.error is None:
-                core.fail(trio.ClosedResourceError("the connection was closed"))
-            nursery.cancel_scope.cancel()
+        task_status.started(ServerConnection._create(core))
+        try:
+            # Before our preface: an HTTP/1.x client gets an answer it can read.
+            first = await sniff_preface(transport, deadline)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise
+        except Exception as exc:  # a broken Stream wrapper: this connection only
+            core.fault(exc, "the first-bytes sniff (the transport, or a bug in _sniff.py)")
+            return
+        if first is None:
+            return  # an HTTP/1.x request, answered (505); nothing of HTTP/2
+        # Only now a connection H2Server.aclose drains; until here it has no
+        # HTTP/2 state, and a server stopping just cancels it.
+        if registry is not None:
+            registry.add(core)
+        core.h2.prime(first)
+
+        def admit(nursery: trio.Nursery) -> Admit:
+            return _Admission(core, handler, nursery).admit
+
+        async with run_connection(core, deadline=deadline, admit=admit):
+            # The reader ends when the connection is over (EOF, protocol error, or
+            # finished); run_connection then lets loopy flush a final GOAWAY.
+            await core.reader_stopped.wait()
         loopy = core.loopy
         if core.closing and not core.eof_seen and not (loopy.io_failed or loopy.write_cut):
             await _linger(transport)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, final
+from typing import final
 
 import trio
 from h2.errors import ErrorCodes
@@ -42,11 +42,9 @@ from ._flow import StreamInFlow
 from ._headers import HEAD_RULE, BodyRule, validate_to_send
 from ._items import Data, Headers
 from ._messages import DEADLINE, CancelKind, CancelReason, Request
+from ._protocols import StreamCore
+from ._streamview import H2StreamView
 from ._util import NoPublicConstructor
-
-if TYPE_CHECKING:
-    from ._connection import ConnectionCore
-    from ._streamview import H2StreamView
 
 __all__ = ["CONTINUE_RESPONSE", "H2Stream", "HeaderList", "TASK_INTERFACE_PREFIXES"]
 
@@ -218,7 +216,9 @@ class H2Stream(metaclass=NoPublicConstructor):
         "stream_id",
     )
 
-    def __init__(self, core: ConnectionCore, *, stream_id: int, headers: HeaderList | None) -> None:
+    def __init__(
+        self, core: StreamCore[H2Stream], *, stream_id: int, headers: HeaderList | None
+    ) -> None:
         self._core = core  # immutable after init
         config = core.config
         #: The HTTP/2 stream id; 0 until loopy writes a client stream's HEADERS.
@@ -909,8 +909,6 @@ class H2Stream(metaclass=NoPublicConstructor):
         ``open_stream``); the view then sends and receives DATA only. See
         :class:`trio_h2t.H2StreamView`.
         """
-        from ._streamview import H2StreamView
-
         return H2StreamView._create(self)
 
     @property

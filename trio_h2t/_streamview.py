@@ -26,16 +26,14 @@ import math
 import operator
 from abc import ABCMeta
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar, TypeVarTuple, final
+from typing import TypeVar, TypeVarTuple, final
 
 import trio
 from h2.errors import ErrorCodes
 
 from ._exceptions import LocalProtocolError
+from ._protocols import ViewedStream
 from ._util import NoPublicConstructor
-
-if TYPE_CHECKING:
-    from ._stream import H2Stream
 
 __all__ = ["H2StreamView"]
 
@@ -52,14 +50,16 @@ class H2StreamView(trio.abc.HalfCloseableStream, metaclass=_NoPublicConstructorA
     """A stream's body as a ``trio.abc.HalfCloseableStream``; see ``H2Stream.as_stream``.
 
     ``stream`` is the underlying :class:`~trio_h2t.H2Stream` (for headers, trailers,
-    ``reset``). Errors are the stream's (``StreamResetError`` is a
-    ``trio.BrokenResourceError``), plus ``trio.ClosedResourceError`` after this
-    view's ``send_eof`` (for sends) or ``aclose``.
+    ``reset``; typed as the ``_protocols.ViewedStream`` it is to the view, since the
+    stream module builds views and imports this one). Errors are the stream's
+    (``StreamResetError`` is a ``trio.BrokenResourceError``), plus
+    ``trio.ClosedResourceError`` after this view's ``send_eof`` (for sends) or
+    ``aclose``.
     """
 
     __slots__ = ("_closed", "_eof_sent", "_receiving", "_scopes", "_sending", "stream")
 
-    def __init__(self, stream: H2Stream) -> None:
+    def __init__(self, stream: ViewedStream) -> None:
         self.stream = stream  # immutable after init
         self._closed = False  # owner: any task of the view; set once by aclose
         self._eof_sent = False  # owner: the sending task

@@ -350,7 +350,7 @@ class _WorldMachine(RuleBasedStateMachine):
         if pair is None:
             return
         for conn in (pair.client, pair.server):
-            for stream in conn._core._streams.values():
+            for stream in conn._core.streams_by_id.values():
                 flow = stream.core_in_flow
                 if not stream.closed:
                     assert flow.pending_data <= flow.limit + flow.delta, (
