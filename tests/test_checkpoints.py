@@ -63,6 +63,7 @@ from trio_h2t import (
     serve_tcp,
     testing,
 )
+from trio_h2t._stream import TASK_INTERFACE_PREFIXES
 from trio_h2t.grpc import health, reflection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,6 +118,8 @@ def public_async_api(modules: Iterable[str] = MODULES) -> dict[str, Any]:
                 for attr in dir(obj):
                     if attr.startswith("_") and attr not in _DUNDERS:
                         continue
+                    if obj is H2Stream and attr.startswith(TASK_INTERFACE_PREFIXES):
+                        continue  # the tasks' interface, not the users' (_stream.py)
                     static = inspect.getattr_static(obj, attr)
                     if isinstance(static, property) or (
                         attr == "__call__" and static is type.__call__

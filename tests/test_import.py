@@ -51,7 +51,6 @@ SANS_IO = frozenset(
         "_headers",
         "_hpack",
         "_items",
-        "_outstream",
         "_pings",
         "_ratelimit",
         "_shared",
@@ -97,7 +96,6 @@ ALLOWED: dict[str, frozenset[str]] = {
             "_headers",
             "_items",
             "_messages",
-            "_outstream",
             "_protocols",
             "_util",
             "_streamview",
@@ -128,7 +126,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     ),
     # ConnectionCore's layers, by owner (_lifecycle.py): how it ends, then its streams.
     "_lifecycle": frozenset({"_exceptions", "_h2state", "_pings"}),
-    "_streamtable": frozenset({"_lifecycle", "_stream"}),
+    "_streamtable": frozenset({"_items", "_lifecycle", "_stream"}),
     "_connection": frozenset(
         {
             "_config",
