@@ -157,6 +157,8 @@ def reference_names(modules: dict[str, str] = REFERENCE_MODULES) -> dict[str, st
     import importlib
     import inspect
 
+    from trio_h2t._stream import TASK_INTERFACE_PREFIXES
+
     names: dict[str, str] = {}
     for module_name, page in modules.items():
         module = importlib.import_module(module_name)
@@ -177,6 +179,8 @@ def reference_names(modules: dict[str, str] = REFERENCE_MODULES) -> dict[str, st
                 for attr, value in vars(klass).items():
                     if attr.startswith("_") or not inspect.isfunction(value):
                         continue
+                    if klass.__name__ == "H2Stream" and attr.startswith(TASK_INTERFACE_PREFIXES):
+                        continue  # the tasks' interface, kept out of the reference
                     if value.__doc__ is None or issubclass(obj, BaseException):
                         continue  # autodoc lists documented methods (and errors' own docs)
                     if any(a.startswith("hypothesis_stateful") for a in vars(value)):

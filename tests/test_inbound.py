@@ -35,7 +35,7 @@ from hyperframe.frame import (
 from hypothesis import given, settings, strategies as st
 
 import trio_h2t
-from trio_h2t import _client, _reader
+from trio_h2t import _reader, _runtime
 from trio_h2t._h2state import H2State, make_h2_state
 from trio_h2t._reader import _buffer_reader
 
@@ -543,11 +543,12 @@ async def test_finished_streams_are_not_kept_for_their_views(
     readers: list[_reader.Reader] = []
 
     class Recorded(_reader.Reader):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            readers.append(self)
+        def __init__(self, core: Any, *args: Any, **kwargs: Any) -> None:
+            super().__init__(core, *args, **kwargs)
+            if core.client_side:  # the client's reader (the server's runs the same code)
+                readers.append(self)
 
-    monkeypatch.setattr(_client, "Reader", Recorded)
+    monkeypatch.setattr(_runtime, "Reader", Recorded)
 
     async def handler(stream: trio_h2t.H2Stream) -> None:
         await stream.receive_headers()
