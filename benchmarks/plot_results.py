@@ -122,19 +122,19 @@ def plot_grpc_peers(block: dict[str, Any], out: Path) -> list[Path]:
 
 
 def plot_grpc_icount(block: dict[str, Any], out: Path) -> list[Path]:
-    """Instructions per operation: the hand-framed floor, the gRPC layer before and after."""
+    """Instructions per operation: the hand-framed floor and the gRPC layer, as
+    ``grpc_icount.py --record`` wrote them (one tree), or before and after (a block
+    copied from a log: ``before`` and ``after`` trees)."""
     plt = _plt()
     rows = block["rows"]
+    series = {"floor (hand-framed gRPC)": [r["floor"] / 1e6 for r in rows]}
+    if "before" in block:
+        series[f"trio_h2t.grpc at {block['before']}"] = [r["before"] / 1e6 for r in rows]
+        series[f"trio_h2t.grpc at {block['after']}"] = [r["after"] / 1e6 for r in rows]
+    else:
+        series[f"trio_h2t.grpc at {block['commit']}"] = [r["layer"] / 1e6 for r in rows]
     fig, ax = plt.subplots(figsize=(9, 4))
-    _bars(
-        ax,
-        [r["workload"] for r in rows],
-        {
-            "floor (hand-framed gRPC)": [r["floor"] / 1e6 for r in rows],
-            f"trio_h2t.grpc at {block['before']}": [r["before"] / 1e6 for r in rows],
-            f"trio_h2t.grpc at {block['after']}": [r["after"] / 1e6 for r in rows],
-        },
-    )
+    _bars(ax, [r["workload"] for r in rows], series)
     ax.set_ylabel("million instructions per operation")
     ax.set_title("The gRPC layer against its floor (callgrind, both sides in one process)")
     path = _save(fig, out / FILES["grpc_icount"][0])

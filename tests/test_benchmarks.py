@@ -738,10 +738,18 @@ def test_results_file_says_where_each_block_comes_from() -> None:
     assert {r["impl"] for r in peers["rows"]} >= {"trio_h2t", "grpcio"}
 
     icount = results["grpc_icount"]
-    log = log_of(icount["source"])
-    for r in icount["rows"]:
-        row = f"| {r['workload']} | {r['floor']:,} | {r['before']:,} | {r['after']:,} |"
-        assert row in log, row
+    if "source" in icount:
+        log = log_of(icount["source"])
+        for r in icount["rows"]:
+            row = f"| {r['workload']} | {r['floor']:,} | {r['before']:,} | {r['after']:,} |"
+            assert row in log, row
+    else:
+        assert recorded(icount), icount.keys()
+        assert f"`{icount['commit'].removesuffix('-dirty')}`" in page
+        assert {r["layer_workload"] for r in icount["rows"]} <= {
+            "grpc-layer-unary",
+            "grpc-layer-streaming",
+        }
 
     bulk = results["bulk"]
     for tree, provenance in bulk["runs"].items():
@@ -848,3 +856,26 @@ def test_grpc_balancing_runs_both_channels_and_prints_the_ratio(tmp_path: Path) 
         assert r["writes_per_call"] > 0
         assert r["steps_per_call"] > 1
     assert "client CPU per call" in proc.stdout
+
+
+def test_grpc_icount_record_rows_pair_each_layer_with_its_floor() -> None:
+    """grpc_icount.py --record's rows: one per layer workload measured with its floor,
+    with both counts and their ratio; a layer without its floor gives no row."""
+    from benchmarks import grpc_icount
+
+    per_op = {
+        ("grpc-layer-unary", 100): 1_500_000.4,
+        ("grpc-unary", 100): 1_200_000.0,
+        ("grpc-layer-streaming", 100): 500_000.0,
+    }
+    assert grpc_icount.record_rows(per_op, 200) == [
+        {
+            "workload": "unary, c=100 (200 vs 1000)",
+            "layer_workload": "grpc-layer-unary",
+            "floor_workload": "grpc-unary",
+            "concurrency": 100,
+            "floor": 1_200_000,
+            "layer": 1_500_000,
+            "ratio": 1.25,
+        }
+    ]
