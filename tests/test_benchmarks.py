@@ -879,3 +879,41 @@ def test_grpc_icount_record_rows_pair_each_layer_with_its_floor() -> None:
             "ratio": 1.25,
         }
     ]
+
+
+#: A citation of a dated log's section: ``benchmarks/results/DAY.md``, then "section"
+#: (a heading or a bold paragraph's title of that file; the quotes may wrap a line).
+_LOG_CITATION = re.compile(
+    r"benchmarks/results/(\d{4}-\d{2}-\d{2}\.md)`*[,;]?\s*(?:#\s*)?\(?\"([^\"]+)\"", re.S
+)
+
+
+def _log_titles(text: str) -> list[str]:
+    """The section headings and bold paragraph titles of a log, backticks dropped."""
+    titles = re.findall(r"(?m)^#{2,4} (.+)$", text) + re.findall(r"(?m)^\*\*(.+?)\*\*", text)
+    return [t.replace("`", "") for t in titles]
+
+
+def test_citations_of_dated_logs_name_their_sections() -> None:
+    """Every ``benchmarks/results/DAY.md, "section"`` in the code, tests, docs and
+    benchmarks names a heading (or bold paragraph) that file has: a moved or renamed
+    section fails here instead of leaving its citations pointing at nothing."""
+    found = 0
+    wrong = []
+    for top in ("trio_h2t", "tests", "docs", "benchmarks", "scripts", "README.md"):
+        for path in [ROOT / top] if top.endswith(".md") else sorted((ROOT / top).rglob("*")):
+            if path.suffix not in {".py", ".md", ".sh"} or ".venv" in path.parts:
+                continue
+            text = path.read_text(encoding="utf-8")
+            for match in _LOG_CITATION.finditer(text):
+                log = BENCHMARKS / "results" / match.group(1)
+                # A quote wrapped across comment lines: drop the comment marks.
+                quoted = re.sub(r"\n\s*#", " ", match.group(2)).replace("`", "")
+                section = " ".join(quoted.split())
+                section = section.removesuffix("...").strip()
+                found += 1
+                titles = _log_titles(log.read_text(encoding="utf-8")) if log.is_file() else []
+                if not any(" ".join(t.split()).startswith(section) for t in titles):
+                    wrong.append(f"{path.relative_to(ROOT)}: {match.group(1)}, {section!r}")
+    assert found >= 10, found  # the citations exist: an empty scan is no pass
+    assert not wrong, wrong
