@@ -493,29 +493,32 @@ def summarise(results: Sequence[Result], args: argparse.Namespace) -> str:
 def record_rows(
     results: Sequence[Result], args: argparse.Namespace, tree: str
 ) -> list[dict[str, Any]]:
-    """``--record``'s rows (benchmarks/results.json, block ``bulk``): per stream count,
-    the first trio_h2t variant's medians, against the first raw run's MB/s."""
+    """``--record``'s rows (benchmarks/results.json, block ``bulk``): the first raw
+    run's medians (``impl`` ``raw``, one connection), then per stream count the first
+    trio_h2t variant's (``impl`` ``h2t``), each against the raw run's MB/s."""
     raw_specs = [s for s in args.impl if parse_impl(s)[0] == "raw"]
     h2t_specs = [s for s in args.impl if parse_impl(s)[0] == "h2t"]
-    if not h2t_specs:
-        return []
-    raw = [r.mb_s for r in results if raw_specs and r.impl == raw_specs[0] and r.streams == 1]
-    rows: list[dict[str, Any]] = []
-    for streams in sorted({r.streams for r in results if r.impl == h2t_specs[0]}):
-        mine = [r for r in results if r.impl == h2t_specs[0] and r.streams == streams]
+    raw = [r for r in results if raw_specs and r.impl == raw_specs[0] and r.streams == 1]
+    raw_mb_s = median([r.mb_s for r in raw]) if raw else math.nan
+
+    def row(impl: str, streams: int, mine: list[Result]) -> dict[str, Any]:
         frames = [(r.frames_sent + r.frames_received) / (r.moved / MIB) for r in mine]
-        rows.append(
-            {
-                "tree": tree,
-                "streams": streams,
-                "client_cpu_s_per_gb": round(median([r.cpu_per_gb(r.client_cpu) for r in mine]), 2),
-                "server_cpu_s_per_gb": round(median([r.cpu_per_gb(r.server_cpu) for r in mine]), 2),
-                "frames_per_mib": round(median(frames), 1),
-                "vs_raw": round(median([r.mb_s for r in mine]) / median(raw), 3)
-                if raw
-                else math.nan,
-            }
-        )
+        return {
+            "tree": tree,
+            "impl": impl,
+            "streams": streams,
+            "client_cpu_s_per_gb": round(median([r.cpu_per_gb(r.client_cpu) for r in mine]), 2),
+            "server_cpu_s_per_gb": round(median([r.cpu_per_gb(r.server_cpu) for r in mine]), 2),
+            "frames_per_mib": round(median(frames), 1),
+            "mb_s": round(median([r.mb_s for r in mine])),
+            "vs_raw": round(median([r.mb_s for r in mine]) / raw_mb_s, 3),
+        }
+
+    rows = [row("raw", 1, raw)] if raw else []
+    if h2t_specs:
+        for streams in sorted({r.streams for r in results if r.impl == h2t_specs[0]}):
+            mine = [r for r in results if r.impl == h2t_specs[0] and r.streams == streams]
+            rows.append(row("h2t", streams, mine))
     return rows
 
 

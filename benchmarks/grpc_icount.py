@@ -21,7 +21,10 @@ request read, no response yet), for N = 100 and 1000; the difference divided by
 900 is what one more call in flight keeps alive, both sides together. No valgrind.
 
 Run: ``.venv/bin/python benchmarks/grpc_icount.py`` (4 workloads, two callgrind
-runs each, ``--jobs`` at a time; about 2-5 minutes), ``--objects`` (seconds).
+runs each, ``--jobs`` at a time; minutes, more on a loaded machine), ``--objects``
+(seconds). ``--record`` writes the table (floor, layer, ratio per pair) with commit,
+date and command into ``benchmarks/results.json``, block ``grpc_icount``, which
+``benchmarks/plot_results.py`` draws (``benchmarks/record.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import logging
 import subprocess
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 if not __package__:  # run as a script: benchmarks/_bootstrap.py registers the package
     importlib.import_module("_bootstrap")
@@ -41,7 +45,7 @@ import trio
 import trio.testing
 
 import trio_h2t
-from benchmarks import icount
+from benchmarks import icount, record
 from benchmarks.workloads import (
     GRPC_OK,
     GRPC_REQUEST_HEADERS,
@@ -56,8 +60,11 @@ PAIRS = (("grpc-layer-unary", "grpc-unary"), ("grpc-layer-streaming", "streaming
 PATH = "/bench.Bench/UnaryCall"
 
 
-def measure(workloads: list[str], concurrencies: list[int], rpcs: int, jobs: int) -> None:
-    """Count every (workload, concurrency) under callgrind and print the table."""
+def measure(
+    workloads: list[str], concurrencies: list[int], rpcs: int, jobs: int
+) -> dict[tuple[str, int], float]:
+    """Count every (workload, concurrency) under callgrind, print the table, and
+    return instructions per operation by (workload, concurrency)."""
     runs = [(w, c, n) for c in concurrencies for w in workloads for n in (rpcs, 5 * rpcs)]
     with ThreadPoolExecutor(jobs) as pool:
         counts = list(pool.map(lambda r: icount.count(r[0], r[2], r[1], "0", False), runs))
@@ -82,6 +89,35 @@ def measure(workloads: list[str], concurrencies: list[int], rpcs: int, jobs: int
             if (workload, low) in per_op and (workload, high) in per_op:
                 ratio = per_op[workload, high] / per_op[workload, low]
                 print(f"  {workload}: c={high} / c={low} = {ratio:.3f}")
+    return per_op
+
+
+#: How the plot and benchmarks/results.json name each pair's operation.
+OPERATION = {"grpc-layer-unary": "unary", "grpc-layer-streaming": "ping-pong message pair"}
+
+
+def record_rows(per_op: dict[tuple[str, int], float], rpcs: int) -> list[dict[str, Any]]:
+    """``--record``'s rows (benchmarks/results.json, block ``grpc_icount``): per
+    concurrency and pair measured both ways, the floor's and the layer's instructions
+    per operation and their ratio."""
+    rows: list[dict[str, Any]] = []
+    for (layer, conc), mine in sorted(per_op.items(), key=lambda kv: kv[0][1]):
+        floor = dict(PAIRS).get(layer)
+        if floor is None or (floor, conc) not in per_op:
+            continue
+        base = per_op[floor, conc]
+        rows.append(
+            {
+                "workload": f"{OPERATION[layer]}, c={conc} ({rpcs} vs {5 * rpcs})",
+                "layer_workload": layer,
+                "floor_workload": floor,
+                "concurrency": conc,
+                "floor": round(base),
+                "layer": round(mine),
+                "ratio": round(mine / base, 3),
+            }
+        )
+    return rows
 
 
 # -- objects per call in flight -------------------------------------------------
@@ -180,6 +216,7 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=2, help="callgrind runs at a time")
     parser.add_argument("--objects", action="store_true", help="objects per call in flight")
+    record.add_record_option(parser)
     args = parser.parse_args()
     if args.objects:
         trio.run(_objects)
@@ -187,7 +224,15 @@ def main() -> None:
     if subprocess.run(["valgrind", "--version"], capture_output=True).returncode:
         raise SystemExit("grpc_icount: valgrind is needed (Debian's valgrind package)")
     workloads = args.workload or [w for pair in PAIRS for w in pair]
-    measure(workloads, args.concurrency or [100], args.rpcs, args.jobs)
+    started = record.begin()
+    per_op = measure(workloads, args.concurrency or [100], args.rpcs, args.jobs)
+    if args.record:
+        rows = record_rows(per_op, args.rpcs)
+        if not rows:
+            raise SystemExit("grpc_icount: --record needs a layer workload and its floor")
+        unit = "instructions per operation (callgrind, both sides in one process)"
+        path = record.record(args.record, "grpc_icount", rows, started, unit=unit)
+        print(f"recorded: {path} (block grpc_icount, tree {started['commit']})")
 
 
 if __name__ == "__main__":

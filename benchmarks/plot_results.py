@@ -122,19 +122,19 @@ def plot_grpc_peers(block: dict[str, Any], out: Path) -> list[Path]:
 
 
 def plot_grpc_icount(block: dict[str, Any], out: Path) -> list[Path]:
-    """Instructions per operation: the hand-framed floor, the gRPC layer before and after."""
+    """Instructions per operation: the hand-framed floor and the gRPC layer, as
+    ``grpc_icount.py --record`` wrote them (one tree), or before and after (a block
+    copied from a log: ``before`` and ``after`` trees)."""
     plt = _plt()
     rows = block["rows"]
+    series = {"floor (hand-framed gRPC)": [r["floor"] / 1e6 for r in rows]}
+    if "before" in block:
+        series[f"trio_h2t.grpc at {block['before']}"] = [r["before"] / 1e6 for r in rows]
+        series[f"trio_h2t.grpc at {block['after']}"] = [r["after"] / 1e6 for r in rows]
+    else:
+        series[f"trio_h2t.grpc at {block['commit']}"] = [r["layer"] / 1e6 for r in rows]
     fig, ax = plt.subplots(figsize=(9, 4))
-    _bars(
-        ax,
-        [r["workload"] for r in rows],
-        {
-            "floor (hand-framed gRPC)": [r["floor"] / 1e6 for r in rows],
-            f"trio_h2t.grpc at {block['before']}": [r["before"] / 1e6 for r in rows],
-            f"trio_h2t.grpc at {block['after']}": [r["after"] / 1e6 for r in rows],
-        },
-    )
+    _bars(ax, [r["workload"] for r in rows], series)
     ax.set_ylabel("million instructions per operation")
     ax.set_title("The gRPC layer against its floor (callgrind, both sides in one process)")
     path = _save(fig, out / FILES["grpc_icount"][0])
@@ -143,38 +143,37 @@ def plot_grpc_icount(block: dict[str, Any], out: Path) -> list[Path]:
 
 
 def plot_bulk(block: dict[str, Any], out: Path) -> list[Path]:
-    """CPU seconds per GB moved, per side, before and after zero-copy DATA sends."""
+    """CPU seconds per GB moved, per side: each recorded tree's trio_h2t (one stream
+    and eight) beside the raw trio socket of the same run (``bulk.py --record``)."""
     plt = _plt()
     rows = block["rows"]
-    # tree -> what it is, in plotting order; a tree recorded since (``--record``, its
-    # provenance under ``runs``) is labelled with its date.
+    runs = block.get("runs", {})
     labels: dict[str, str] = dict(block.get("labels", {}))
-    for tree, run in block.get("runs", {}).items():
-        labels.setdefault(tree, f"recorded {run['date']['start'][:10]}")
-    for r in rows:
-        labels.setdefault(r["tree"], r["tree"])
-    streams = sorted({r["streams"] for r in rows})
-    by = {(r["tree"], r["streams"]): r for r in rows}
-    groups = [
-        f"{n} stream{'s' if n > 1 else ''}, {side}"
-        for n in streams
-        for side in ("client", "server")
-    ]
+
+    def name(r: dict[str, Any]) -> str:
+        what = (
+            "raw trio socket"
+            if r.get("impl") == "raw"
+            else f"trio_h2t, {r['streams']} stream{'s' if r['streams'] > 1 else ''}"
+        )
+        tree = r["tree"]
+        if len(runs) == 1:
+            return what
+        when = labels.get(tree) or runs.get(tree, {}).get("date", {}).get("start", "")[:10]
+        return f"{tree} ({when}): {what}"
+
     fig, ax = plt.subplots(figsize=(9, 4))
     _bars(
         ax,
-        groups,
-        {
-            f"{tree}: {label}": [
-                by[(tree, n)][f"{side}_cpu_s_per_gb"]
-                for n in streams
-                for side in ("client", "server")
-            ]
-            for tree, label in labels.items()
-        },
+        ["client", "server"],
+        {name(r): [r["client_cpu_s_per_gb"], r["server_cpu_s_per_gb"]] for r in rows},
     )
     ax.set_ylabel("CPU seconds per GB (lower is better)")
-    ax.set_title("Bulk transfer, 64 MiB each way (bulk.py)")
+    title = "Bulk transfer (bulk.py)"
+    if len(runs) == 1:
+        ((tree, run),) = runs.items()
+        title = f"Bulk transfer, tree {tree}, {run['date']['start'][:10]} (bulk.py --record)"
+    ax.set_title(title)
     path = _save(fig, out / FILES["bulk"][0])
     plt.close(fig)
     return [path]

@@ -25,7 +25,7 @@ interleaved rounds, with the same harness (this directory's ``benchmain.py``) fo
    workload with each side's medians.
 
 Run: ``.venv/bin/python benchmarks/run.py`` (about 3 minutes: 5 rounds of 4 workloads;
-``--help``). ``benchmarks/README.md`` says how to read the output.
+``--help``). ``benchmarks/methods.md`` says how to read the output.
 """
 
 from __future__ import annotations

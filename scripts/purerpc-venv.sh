@@ -9,7 +9,7 @@
 set -euo pipefail
 
 # purerpc 0.8.0 (it brings h2 3.2.0 and anyio), as in the recorded figures
-# (benchmarks/README.md); protobuf 7 from 7.35.1 on: grpc_peers.py compiles bench.proto
+# (benchmarks/methods.md, "peers/grpc_peers.py"); protobuf 7 from 7.35.1 on: grpc_peers.py compiles bench.proto
 # with the project's grpcio-tools, whose generated code checks at import for a
 # protobuf runtime of the same major version and at least its own (7.35.1, see
 # ValidateProtobufRuntimeVersion in trio_h2t/interop/protos/*_pb2.py); trio, the

@@ -738,10 +738,18 @@ def test_results_file_says_where_each_block_comes_from() -> None:
     assert {r["impl"] for r in peers["rows"]} >= {"trio_h2t", "grpcio"}
 
     icount = results["grpc_icount"]
-    log = log_of(icount["source"])
-    for r in icount["rows"]:
-        row = f"| {r['workload']} | {r['floor']:,} | {r['before']:,} | {r['after']:,} |"
-        assert row in log, row
+    if "source" in icount:
+        log = log_of(icount["source"])
+        for r in icount["rows"]:
+            row = f"| {r['workload']} | {r['floor']:,} | {r['before']:,} | {r['after']:,} |"
+            assert row in log, row
+    else:
+        assert recorded(icount), icount.keys()
+        assert f"`{icount['commit'].removesuffix('-dirty')}`" in page
+        assert {r["layer_workload"] for r in icount["rows"]} <= {
+            "grpc-layer-unary",
+            "grpc-layer-streaming",
+        }
 
     bulk = results["bulk"]
     for tree, provenance in bulk["runs"].items():
@@ -848,3 +856,64 @@ def test_grpc_balancing_runs_both_channels_and_prints_the_ratio(tmp_path: Path) 
         assert r["writes_per_call"] > 0
         assert r["steps_per_call"] > 1
     assert "client CPU per call" in proc.stdout
+
+
+def test_grpc_icount_record_rows_pair_each_layer_with_its_floor() -> None:
+    """grpc_icount.py --record's rows: one per layer workload measured with its floor,
+    with both counts and their ratio; a layer without its floor gives no row."""
+    from benchmarks import grpc_icount
+
+    per_op = {
+        ("grpc-layer-unary", 100): 1_500_000.4,
+        ("grpc-unary", 100): 1_200_000.0,
+        ("grpc-layer-streaming", 100): 500_000.0,
+    }
+    assert grpc_icount.record_rows(per_op, 200) == [
+        {
+            "workload": "unary, c=100 (200 vs 1000)",
+            "layer_workload": "grpc-layer-unary",
+            "floor_workload": "grpc-unary",
+            "concurrency": 100,
+            "floor": 1_200_000,
+            "layer": 1_500_000,
+            "ratio": 1.25,
+        }
+    ]
+
+
+#: A citation of a dated log's section: ``benchmarks/results/DAY.md``, then "section"
+#: (a heading or a bold paragraph's title of that file; the quotes may wrap a line).
+_LOG_CITATION = re.compile(
+    r"benchmarks/results/(\d{4}-\d{2}-\d{2}\.md)`*[,;]?\s*(?:#\s*)?\(?\"([^\"]+)\"", re.S
+)
+
+
+def _log_titles(text: str) -> list[str]:
+    """The section headings and bold paragraph titles of a log, backticks dropped."""
+    titles = re.findall(r"(?m)^#{2,4} (.+)$", text) + re.findall(r"(?m)^\*\*(.+?)\*\*", text)
+    return [t.replace("`", "") for t in titles]
+
+
+def test_citations_of_dated_logs_name_their_sections() -> None:
+    """Every ``benchmarks/results/DAY.md, "section"`` in the code, tests, docs and
+    benchmarks names a heading (or bold paragraph) that file has: a moved or renamed
+    section fails here instead of leaving its citations pointing at nothing."""
+    found = 0
+    wrong = []
+    for top in ("trio_h2t", "tests", "docs", "benchmarks", "scripts", "README.md"):
+        for path in [ROOT / top] if top.endswith(".md") else sorted((ROOT / top).rglob("*")):
+            if path.suffix not in {".py", ".md", ".sh"} or ".venv" in path.parts:
+                continue
+            text = path.read_text(encoding="utf-8")
+            for match in _LOG_CITATION.finditer(text):
+                log = BENCHMARKS / "results" / match.group(1)
+                # A quote wrapped across comment lines: drop the comment marks.
+                quoted = re.sub(r"\n\s*#", " ", match.group(2)).replace("`", "")
+                section = " ".join(quoted.split())
+                section = section.removesuffix("...").strip()
+                found += 1
+                titles = _log_titles(log.read_text(encoding="utf-8")) if log.is_file() else []
+                if not any(" ".join(t.split()).startswith(section) for t in titles):
+                    wrong.append(f"{path.relative_to(ROOT)}: {match.group(1)}, {section!r}")
+    assert found >= 10, found  # the citations exist: an empty scan is no pass
+    assert not wrong, wrong

@@ -87,8 +87,8 @@ class TransportConfig:
     #: ``defaultWriteQuota``: at 64 KiB a producer of 64 KiB writes waited for loopy
     #: after every write (two trips through trio's scheduler per write instead of
     #: one), and one stream moved 20-25 % fewer bytes per second (docs/flow-control.md,
-    #: "Write quota"; benchmarks/README.md). The bytes it bounds are the caller's own
-    #: buffers, referenced, not copied.
+    #: "Write quota"; benchmarks/results/2026-12-05.md, "Write quota"). The bytes it
+    #: bounds are the caller's own buffers, referenced, not copied.
     write_quota: int = 256 * 1024
     #: Bytes of the reader's buffer (grpc-go's ReadBufferSize: 32 KiB), which frames
     #: are parsed in; it grows to four frames for frames that do not fit (at most two
@@ -97,7 +97,7 @@ class TransportConfig:
     read_buffer_size: int = 64 * 1024
     #: Frames the reader hands h2 per step before it yields to the other tasks
     #: (0 = all that were read). 32 lets the two peers overlap over TCP instead of
-    #: taking turns (the unary figures are in benchmarks/README.md, Results).
+    #: taking turns (the unary figures: benchmarks/results/2026-12-02.md, "Experiments").
     max_frames_per_read: int = 32
     #: Loopy flushes once this many bytes are framed (grpc-go's WriteBufferSize).
     write_buffer_size: int = 64 * 1024

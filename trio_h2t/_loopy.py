@@ -544,8 +544,8 @@ class Loopy:
             # stream; the rest come with the peer's frames or a stream's end); mypy
             # narrows ``item`` in each case. Each case tried costs an isinstance()
             # call, the matching one an empty set, list and tuple too
-            # (Reader._dispatch; benchmarks/README.md, "``match`` against
-            # ``type(x) is`` dispatch"). No item class subclasses another.
+            # (Reader._dispatch; benchmarks/results/2026-12-04.md, "``match``
+            # against ``type(x) is`` dispatch"). No item class subclasses another.
             match item:
                 case Headers():
                     stream = item.stream

@@ -353,8 +353,8 @@ class Reader:
         A frame buffer carries hundreds of small messages before it is reused,
         and a finished stream held here would live until then: long enough for
         the garbage collector to promote it, and all it refers to, to an older
-        generation (benchmarks/README.md, "What kept the client's objects
-        alive"). Run when the set has doubled since the last pruning, so the cost
+        generation (benchmarks/results/2026-12-06.md, "What kept the client's
+        objects alive"). Run when the set has doubled since the last pruning, so the cost
         is constant per view handed out.
         """
         assert isinstance(buf, bytearray)
@@ -465,8 +465,8 @@ class Reader:
             # case tried is an isinstance() call, and the one that matches also
             # builds an empty set, list and tuple (``match_class``): dearer than
             # the ``type(ev) is`` chain it replaced, and only the misses depend on
-            # the order (benchmarks/README.md, "``match`` against ``type(x) is``
-            # dispatch"). ``case C():`` without ``as``: mypy narrows the subject
+            # the order (benchmarks/results/2026-12-04.md, "``match`` against
+            # ``type(x) is`` dispatch"). ``case C():`` without ``as``: mypy narrows the subject
             # ``ev`` itself. No h2 event class subclasses another, so the order
             # never changes which case matches.
             match ev:

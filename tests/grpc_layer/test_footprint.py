@@ -3,7 +3,7 @@
 CPython's full collections pause a process for the time it takes to walk every
 tracked object, and they come more often the more objects each call in flight keeps
 (objects alive at a young collection are promoted): that is what W1's p99 latency
-against grpclib is made of (``benchmarks/README.md``, "Why W1's p99 misses"). These
+against grpclib is made of (``benchmarks/results/2026-12-05.md``, "Why W1's p99 misses"). These
 tests pin the layer's per-call figure, counted with ``gc.get_objects()`` (memory,
 not timing), so that it cannot creep back, and check that a call leaves no cyclic
 garbage (which only the collector could free).

@@ -1519,7 +1519,7 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         # waits for its response, this coroutine and the Call are all the layer keeps
         # (no _CallOpener, no bound __aexit__ of a with statement, no coroutine per
         # receiving step). The cyclic collector's work grows with what calls in flight
-        # keep (benchmarks/README.md, "Why W1's p99 misses").
+        # keep (benchmarks/results/2026-12-05.md, "Why W1's p99 misses").
         channel = self._channel
         method = self.method
         if channel._service_config is not None:
