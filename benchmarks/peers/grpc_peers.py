@@ -114,15 +114,19 @@ PRESETS: dict[str, Preset] = {
 # ---------------------------------------------------------------- generated code
 
 
-def compile_proto(out: Path, purerpc_plugin: Path | None = None, *, peers: bool = True) -> None:
+def compile_proto(
+    out: Path, purerpc_plugin: Path | None = None, *, peers: bool = True, grpclib: bool = True
+) -> None:
     """Compile bench.proto into ``out`` (bench_pb2; with ``peers``, grpcio's
-    bench_pb2_grpc and grpclib's bench_grpc) and, with ``purerpc_plugin``,
-    purerpc's stub into ``out/purerpc``."""
+    bench_pb2_grpc and, with ``grpclib`` too, grpclib's bench_grpc: its plugin comes
+    with grpclib, the ``bench`` extra) and, with ``purerpc_plugin``, purerpc's stub
+    into ``out/purerpc``."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     base = [sys.executable, "-m", "grpc_tools.protoc", f"-I{HERE}"]
     out.mkdir(parents=True, exist_ok=True)
-    stubs = [f"--grpc_python_out={out}", f"--grpclib_python_out={out}"] if peers else []
+    stubs = [f"--grpc_python_out={out}"] if peers else []
+    stubs += [f"--grpclib_python_out={out}"] if peers and grpclib else []
     subprocess.run([*base, f"--python_out={out}", *stubs, "bench.proto"], check=True, env=env)
     if purerpc_plugin is not None:
         (out / "purerpc").mkdir(exist_ok=True)
@@ -877,7 +881,7 @@ def run_all(args: argparse.Namespace) -> int:
             impls.remove("purerpc")
     gen = Path(tempfile.mkdtemp(prefix="grpc_peers_"))
     try:
-        compile_proto(gen, plugin)
+        compile_proto(gen, plugin, grpclib=any(i.startswith("grpclib") for i in impls))
         results: list[dict[str, Any]] = []
         for rnd in range(args.rounds):
             shift = rnd % len(impls)
