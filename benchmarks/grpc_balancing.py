@@ -29,8 +29,10 @@ rounds and ``round_robin`` first in even ones, so a drift of the machine lands o
 both alike. Printed: per mode the medians over the rounds of QPS, client CPU µs
 per call and client writes (``send_all``) per call, then each mode / single as the
 ratio of medians with a 95 % percentile-bootstrap interval (``stats.bootstrap_ratio``,
-as ``grpc_go.py`` and ``run.py`` give theirs), for CPU per call and QPS. The target
-is a CPU-per-call ratio within 1.05.
+as ``grpc_go.py`` and ``run.py`` give theirs), for CPU per call (and its user and
+system parts: on loopback the kernel usually runs the receiving side's TCP
+input inside the sender's ``sendmsg``, so more, smaller writes cost the writer more than on a
+network), and QPS. The target is a CPU-per-call ratio within 1.05.
 
 Run: ``.venv/bin/python benchmarks/grpc_balancing.py`` (7 rounds of 3 s: ~1.5 min),
 ``--rounds``, ``--duration``, ``--warmup``, ``--concurrency``, ``--size``, ``--json FILE``.
@@ -389,9 +391,17 @@ def summarise(results: list[dict[str, Any]], level: float = 0.95) -> list[str]:
     lines.append(f"  against single: ratio of medians [{pct} % bootstrap interval]")
     for mode in modes[1:]:
         cells = []
-        for key, label in (("cpu_us", "client CPU per call"), ("qps", "QPS")):
+        for key, label in (
+            ("cpu_us", "client CPU per call"),
+            ("user_us", "user"),
+            ("system_us", "system"),
+            ("qps", "QPS"),
+        ):
             top = [r[key] for r in by[mode]]
             bottom = [r[key] for r in by["single"]]
+            if not bottom or min(bottom) <= 0:  # a short run can round system time to 0
+                cells.append(f"{label} n/a")
+                continue
             lo, hi = bootstrap_ratio(top, bottom, level=level)
             ratio = median(top) / median(bottom) if top and bottom else math.nan
             cells.append(f"{label} {ratio:.3f} [{lo:.3f}, {hi:.3f}]")

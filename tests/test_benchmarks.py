@@ -856,6 +856,8 @@ def test_grpc_balancing_runs_both_channels_and_prints_the_ratio(tmp_path: Path) 
         assert r["writes_per_call"] > 0
         assert r["steps_per_call"] > 1
     assert "client CPU per call" in proc.stdout
+    assert "; user " in proc.stdout
+    assert "; system " in proc.stdout
 
 
 def test_grpc_icount_record_rows_pair_each_layer_with_its_floor() -> None:
