@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import importlib
 import json
 import math
 import os
@@ -55,26 +56,17 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-if not __package__:  # run as a script: import the parts from this directory's package
-    import importlib.util
-
-    _init = Path(__file__).resolve().with_name("__init__.py")
-    _spec = importlib.util.spec_from_file_location(
-        "benchmarks", _init, submodule_search_locations=[str(_init.parent)]
-    )
-    assert _spec is not None
-    assert _spec.loader is not None
-    sys.modules["benchmarks"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["benchmarks"])
+if not __package__:  # run as a script: benchmarks/_bootstrap.py registers the package
+    importlib.import_module("_bootstrap")
 
 import trio
 
 import trio_h2t
+from benchmarks._backends import child_env, start_backends, stop_backends
 from benchmarks.stats import StepCounter, bootstrap_ratio, median
 from trio_h2t import grpc
 
 SCRIPT = Path(__file__).resolve()
-ROOT = SCRIPT.parent.parent
 METHOD = "/balancing.Echo/Call"
 BACKENDS = 3
 MODES = ("single", "round_robin")
@@ -85,12 +77,6 @@ MODES = ("single", "round_robin")
 EXTRA_MODES = ("rr_one", "three_single")
 #: Bound on a backend's start and on one client run beyond its warmup and window.
 PROCESS_TIMEOUT = 60.0
-
-
-def _env() -> dict[str, str]:
-    return dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    )
 
 
 # ---------------------------------------------------------------- roles
@@ -237,46 +223,12 @@ def cpu_sets(pin: bool) -> tuple[set[int] | None, set[int] | None]:
     return {cpus[0]}, set(cpus[1:])
 
 
-def start_backends(
+def _start_backends(
     n: int, concurrency: int, err: Any, cpus: set[int] | None = None
 ) -> list[tuple[subprocess.Popen[str], int]]:
-    """``n`` backend processes and their ports (stop them with :func:`stop_backends`)."""
-    started: list[tuple[subprocess.Popen[str], int]] = []
-    try:
-        for _ in range(n):
-            proc = subprocess.Popen(
-                [sys.executable, str(SCRIPT), "backend", "--concurrency", str(concurrency)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-                env=_env(),
-                preexec_fn=_pinned(cpus),
-            )
-            assert proc.stdout is not None
-            line = proc.stdout.readline().split()
-            if line[:1] != ["PORT"]:
-                proc.kill()
-                raise RuntimeError(f"a backend did not start: {line!r}")
-            started.append((proc, int(line[1])))
-    except BaseException:
-        stop_backends(started)
-        raise
-    return started
-
-
-def stop_backends(backends: list[tuple[subprocess.Popen[str], int]]) -> None:
-    for proc, _ in backends:
-        if proc.stdin is not None:
-            proc.stdin.close()
-    for proc, _ in backends:
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+    """``n`` backend processes and their ports (stop them with ``stop_backends``)."""
+    argv = [sys.executable, str(SCRIPT), "backend", "--concurrency", str(concurrency)]
+    return start_backends(argv, n, stderr=err, preexec_fn=_pinned(cpus))
 
 
 def one_run(
@@ -300,7 +252,7 @@ def one_run(
         cmd,
         capture_output=True,
         text=True,
-        env=_env(),
+        env=child_env(),
         timeout=PROCESS_TIMEOUT + args.warmup + args.duration,
         check=False,
         preexec_fn=_pinned(cpus),
@@ -342,7 +294,7 @@ def icount(mode: str, ports: list[int], args: argparse.Namespace, calls: int) ->
         subprocess.run(
             cmd,
             check=True,
-            env=dict(_env(), PYTHONHASHSEED="0"),
+            env=dict(child_env(), PYTHONHASHSEED="0"),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             timeout=1800,
@@ -357,7 +309,7 @@ def run_icount(args: argparse.Namespace) -> int:
     3N calls under callgrind (the difference leaves out start-up and connecting)."""
     modes = ("single", *args.only) if args.only else (*MODES, *args.also)
     with tempfile.TemporaryFile("w+") as err:
-        backends = start_backends(BACKENDS, args.concurrency, err)
+        backends = _start_backends(BACKENDS, args.concurrency, err)
         ports = [port for _, port in backends]
         per_call: dict[str, float] = {}
         try:
@@ -419,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
             f"client pinned to CPU {sorted(client_cpus)}, backends to {sorted(backend_cpus or ())}"
         )
     with tempfile.TemporaryFile("w+") as err:
-        backends = start_backends(BACKENDS, args.concurrency, err, backend_cpus)
+        backends = _start_backends(BACKENDS, args.concurrency, err, backend_cpus)
         ports = [port for _, port in backends]
         try:
             for round_ in range(args.rounds):

@@ -65,10 +65,9 @@ from typing import Any
 if not __package__:  # run as a script: benchmarks/_bootstrap.py registers the package
     importlib.import_module("_bootstrap")
 
+from benchmarks._backends import child_env, start_port_printer
 from benchmarks.stats import bootstrap_ratio, median, percentile
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 GO_SERVER = "grpc-go-bench-server"
 GO_CLIENT = "grpc-go-bench-client"
 BUILD_SCRIPT = "../shared/tools/build-conformance-tools.sh"
@@ -307,12 +306,6 @@ def parse_client(output: str) -> dict[str, float]:
     return {"qps": float(qps[1]), "p50_ms": p50, "p90_ms": p90, "p99_ms": p99}
 
 
-def role_env() -> dict[str, str]:
-    return dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    )
-
-
 def one_run(
     pair: str, workload: str, args: argparse.Namespace, gen: Path, scratch: Path
 ) -> dict[str, Any]:
@@ -341,19 +334,9 @@ def one_run(
                     raise RuntimeError(f"{GO_SERVER} did not listen on {port}") from None
                 time.sleep(0.02)
     else:
-        server = subprocess.Popen(
-            [*me, "serve", "--gen", str(gen), "--concurrency", str(concurrency)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=role_env(),
+        server, port = start_port_printer(
+            [*me, "serve", "--gen", str(gen), "--concurrency", str(concurrency)]
         )
-        assert server.stdout is not None
-        line = server.stdout.readline().split()
-        if line[:1] != ["PORT"]:
-            server.kill()
-            raise RuntimeError("the trio_h2t server did not print its port")
-        port = int(line[1])
     try:
         common = ["-r", str(concurrency), "-req", str(size), "-resp", str(size)]
         common += ["-rpc_type", rpc_type, "-port", str(port)]
@@ -364,7 +347,7 @@ def one_run(
             cmd = [*me, "client", "--gen", str(gen), *common]
         started = time.monotonic()
         client = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, text=True, env=role_env(), cwd=scratch
+            cmd, stdout=subprocess.PIPE, text=True, env=child_env(), cwd=scratch
         )
         assert client.stdout is not None
         lines: list[str] = []

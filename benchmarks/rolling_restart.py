@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -49,26 +49,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-if not __package__:  # run as a script: import the parts from this directory's package
-    import importlib.util
-
-    _init = Path(__file__).resolve().with_name("__init__.py")
-    _spec = importlib.util.spec_from_file_location(
-        "benchmarks", _init, submodule_search_locations=[str(_init.parent)]
-    )
-    assert _spec is not None
-    assert _spec.loader is not None
-    sys.modules["benchmarks"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["benchmarks"])
+if not __package__:  # run as a script: benchmarks/_bootstrap.py registers the package
+    importlib.import_module("_bootstrap")
 
 import trio
 
 import trio_h2t
+from benchmarks._backends import child_env
 from benchmarks.stats import percentile
 from trio_h2t import grpc
 
 SCRIPT = Path(__file__).resolve()
-ROOT = SCRIPT.parent.parent
 METHOD = "/rolling.Counter/Call"
 BACKENDS = 3
 #: The channel's service config: round robin, and retries of UNAVAILABLE (gRFC A6).
@@ -221,13 +212,10 @@ class _Backend:
         argv = [sys.executable, str(SCRIPT), "backend"]
         argv += ["--port", str(self.port), "--log", str(self.log(self.generation))]
         argv += ["--delay", str(self._delay), "--grace", str(self._grace)]
-        env = dict(
-            os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-        )
         stderr = (self._folder / f"backend{self.index}.{self.generation}.stderr").open("wb")
         try:
             proc = await trio.lowlevel.open_process(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=child_env()
             )
         finally:
             stderr.close()

@@ -8,6 +8,9 @@
   until the link closes.
 - :func:`write_certificate`: a test CA's certificate for 127.0.0.1 and its key,
   written as PEM files (trustme).
+- :func:`server_ssl_context` / :func:`client_ssl_context`: a TLS server context with a
+  certificate from a test CA (trustme), and a client context trusting that CA
+  (tests/conftest.py's ``ca``, ``server_ctx`` and ``client_ctx`` fixtures use them).
 - :class:`FaultyStream`: a Stream whose ``send_all`` / ``receive_some`` raise the
   exception a test chooses, once armed.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import os
 import selectors
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -29,9 +33,19 @@ import trio
 from trio_h2t import H2Stream
 
 if TYPE_CHECKING:
+    import trustme
     from helpers import ScriptedPeer
 
-__all__ = ["FaultyStream", "echo", "free_port", "read_to_eof", "running", "write_certificate"]
+__all__ = [
+    "FaultyStream",
+    "client_ssl_context",
+    "echo",
+    "free_port",
+    "read_to_eof",
+    "running",
+    "server_ssl_context",
+    "write_certificate",
+]
 
 
 def free_port() -> int:
@@ -158,3 +172,18 @@ def write_certificate(folder: Path) -> tuple[Path, Path]:
     cert.private_key_pem.write_to_path(str(keyfile))
     cert.cert_chain_pems[0].write_to_path(str(certfile))
     return certfile, keyfile
+
+
+def server_ssl_context(ca: trustme.CA, *hosts: str) -> ssl.SSLContext:
+    """A server-side TLS context holding a certificate from ``ca`` for ``hosts``
+    (default: 127.0.0.1 and localhost)."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(*(hosts or ("127.0.0.1", "localhost"))).configure_cert(ctx)
+    return ctx
+
+
+def client_ssl_context(ca: trustme.CA) -> ssl.SSLContext:
+    """A client-side TLS context (hostname checked) that trusts ``ca``."""
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    return ctx

@@ -5,6 +5,10 @@ more examples for long local runs: ``HYPOTHESIS_PROFILE=deep bash scripts/run-te
 (the whole-connection machine then runs for ``H2T_HYPOTHESIS_SECONDS``, 240 by
 default, in rounds with flat memory; ``timeout=0`` and a larger value run overnight).
 
+TLS: ``ca`` is a new test CA (trustme) for each test, ``server_ctx`` a server context
+with its certificate for 127.0.0.1 and localhost, ``client_ctx`` a client context
+trusting it (``_helpers_common.server_ssl_context`` / ``client_ssl_context``).
+
 A connection is a fault boundary: a bug inside it ends that connection, is logged at
 ERROR, and raises nowhere (docs/errors.md). So that no test passes over a bug that a
 boundary contained, every test fails if such a fault is logged (the records marked
@@ -16,10 +20,16 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+from _helpers_common import client_ssl_context, server_ssl_context
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    import trustme
 
 settings.register_profile(
     "ci",
@@ -66,6 +76,26 @@ class _FaultRecords(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if getattr(record, "h2t_fault", False):
             self.records.append(record)
+
+
+@pytest.fixture
+def ca() -> trustme.CA:
+    """A new test certificate authority."""
+    import trustme
+
+    return trustme.CA()
+
+
+@pytest.fixture
+def server_ctx(ca: trustme.CA) -> ssl.SSLContext:
+    """A TLS server context with ``ca``'s certificate for 127.0.0.1 and localhost."""
+    return server_ssl_context(ca)
+
+
+@pytest.fixture
+def client_ctx(ca: trustme.CA) -> ssl.SSLContext:
+    """A TLS client context that trusts ``ca``."""
+    return client_ssl_context(ca)
 
 
 @pytest.fixture(autouse=True)

@@ -30,25 +30,6 @@ async def handler(stream: trio_h2t.H2Stream) -> None:
     await stream.send_data(b"hello " + scheme, end_stream=True)
 
 
-@pytest.fixture
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture
-def server_ctx(ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "localhost").configure_cert(ctx)
-    return ctx
-
-
-@pytest.fixture
-def client_ctx(ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    ca.configure_trust(ctx)
-    return ctx
-
-
 async def test_tls_round_trip(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> None:
     """A TLS client and server agree on h2 by ALPN and exchange a request with scheme https."""
     with trio.fail_after(LIMIT):

@@ -747,6 +747,93 @@ def _supervise(args: argparse.Namespace) -> int:
         return _run(functools.partial(supervise, command, args.workers, url=url))
 
 
+def _server_ssl_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """``serve``'s TLS context from ``--certfile``/``--keyfile``, or None for h2c."""
+    if args.keyfile is not None and args.certfile is None:
+        raise UsageError("--keyfile needs --certfile")
+    if args.certfile is None:
+        return None
+    ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ssl_context.load_cert_chain(args.certfile, args.keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        hint = ""
+        if args.keyfile is None and isinstance(exc, ssl.SSLError):
+            hint = " (no private key in --certfile? pass it with --keyfile)"
+        raise UsageError(f"--certfile/--keyfile: {exc}{hint}") from None
+    return ssl_context
+
+
+def _main_serve(args: argparse.Namespace) -> int:
+    """``trio-h2t serve``: one server, or ``--workers N`` under a supervisor."""
+    if not Path(args.root).is_dir():
+        raise UsageError(f"--root: not a directory: {args.root!r}")
+    ssl_context = _server_ssl_context(args)
+    logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
+    if args.workers is not None:
+        return _supervise(args)
+    try:
+        _run(
+            functools.partial(
+                serve,
+                host=args.host,
+                port=args.port,
+                root=args.root,
+                max_concurrent_streams=args.max_concurrent_streams,
+                max_frame_size=args.max_frame_size,
+                max_connection_idle=args.max_connection_idle,
+                ssl_context=ssl_context,
+                reuse_port=args.reuse_port,
+                supervised=args.supervised,
+            )
+        )
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
+        ) from None
+    return 0
+
+
+def _main_check(args: argparse.Namespace) -> int:
+    """``trio-h2t check``: ``testing._check.main_check``, imported only here."""
+    try:
+        from .testing._check import main_check
+    except ImportError as exc:  # Hypothesis is not installed
+        raise UsageError(f"check needs Hypothesis ({exc})") from None
+    try:
+        return main_check(
+            args.url,
+            tls=args.tls,
+            max_examples=args.max_examples,
+            seconds=args.seconds,
+            database=args.db,
+            timeout=args.timeout,
+            only=args.property,
+            replay=args.replay,
+            out=sys.stdout,
+            err=sys.stderr,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _main_get(args: argparse.Namespace) -> int:
+    """``trio-h2t get``: one request; its exit status."""
+    headers = [_parse_header(h) for h in args.header]
+    return _run(
+        functools.partial(
+            fetch,
+            args.url,
+            output=args.output,
+            method=args.method,
+            data=_read_data(args.data),
+            headers=headers,
+            verbose=args.verbose,
+            cacert=args.cacert,
+        )
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``trio-h2t`` and ``python -m trio_h2t``; returns the exit status."""
     logging.getLogger("hpack").setLevel(
@@ -754,78 +841,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # docs/architecture.md: hpack logs per header
     parser = _build_parser()
     args = parser.parse_args(argv)
+    commands = {"serve": _main_serve, "get": _main_get, "check": _main_check}
     try:
-        if args.command == "serve":
-            if not Path(args.root).is_dir():
-                raise UsageError(f"--root: not a directory: {args.root!r}")
-            ssl_context = None
-            if args.keyfile is not None and args.certfile is None:
-                raise UsageError("--keyfile needs --certfile")
-            if args.certfile is not None:
-                ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-                try:
-                    ssl_context.load_cert_chain(args.certfile, args.keyfile)
-                except (OSError, ssl.SSLError) as exc:
-                    hint = ""
-                    if args.keyfile is None and isinstance(exc, ssl.SSLError):
-                        hint = " (no private key in --certfile? pass it with --keyfile)"
-                    raise UsageError(f"--certfile/--keyfile: {exc}{hint}") from None
-            logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
-            if args.workers is not None:
-                return _supervise(args)
-            try:
-                _run(
-                    functools.partial(
-                        serve,
-                        host=args.host,
-                        port=args.port,
-                        root=args.root,
-                        max_concurrent_streams=args.max_concurrent_streams,
-                        max_frame_size=args.max_frame_size,
-                        max_connection_idle=args.max_connection_idle,
-                        ssl_context=ssl_context,
-                        reuse_port=args.reuse_port,
-                        supervised=args.supervised,
-                    )
-                )
-            except OSError as exc:
-                raise UsageError(
-                    f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
-                ) from None
-            return 0
-        if args.command == "check":
-            try:
-                from .testing._check import main_check
-            except ImportError as exc:  # Hypothesis is not installed
-                raise UsageError(f"check needs Hypothesis ({exc})") from None
-            try:
-                return main_check(
-                    args.url,
-                    tls=args.tls,
-                    max_examples=args.max_examples,
-                    seconds=args.seconds,
-                    database=args.db,
-                    timeout=args.timeout,
-                    only=args.property,
-                    replay=args.replay,
-                    out=sys.stdout,
-                    err=sys.stderr,
-                )
-            except ValueError as exc:
-                raise UsageError(str(exc)) from None
-        headers = [_parse_header(h) for h in args.header]
-        return _run(
-            functools.partial(
-                fetch,
-                args.url,
-                output=args.output,
-                method=args.method,
-                data=_read_data(args.data),
-                headers=headers,
-                verbose=args.verbose,
-                cacert=args.cacert,
-            )
-        )
+        return commands[args.command](args)
     except _EXPECTED as exc:
         parser.exit(EXIT_FAILURE, f"{PROG}: {_describe(exc)}\n")
     except KeyboardInterrupt:

@@ -79,6 +79,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # run as a script: benchmarks/_bootstrap.py registers the package
+    # benchmarks/ on the path, where a script one level up has it as its own folder
+    sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+    importlib.import_module("_bootstrap")
+
+from benchmarks import record
+from benchmarks.peers import gcstats
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 UNARY = "/bench.Bench/Unary"
@@ -224,15 +232,6 @@ def summary(window: Window, cpu: float, wall: float) -> dict[str, Any]:
     }
 
 
-def gcstats() -> Any:
-    """``gcstats.py`` beside this file, whether it runs as a script (its directory
-    on ``sys.path``; purerpc's interpreter has nothing else) or is imported."""
-    try:
-        return importlib.import_module("benchmarks.peers.gcstats")
-    except ImportError:
-        return importlib.import_module("gcstats")
-
-
 #: This process's collector statistics, with ``--gc-stats`` (``started`` makes them).
 GC_STATS: list[Any] = []
 #: Calls (or ping-pong messages) the server's handlers answered: ``--gc-stats``'s divisor.
@@ -247,7 +246,7 @@ def started(args: argparse.Namespace) -> None:
         gc.collect()
         gc.freeze()
     if args.gc_stats:
-        GC_STATS.append(gcstats().GcStats())
+        GC_STATS.append(gcstats.GcStats())
 
 
 def server_command(line: str, marks: list[int]) -> None:
@@ -825,9 +824,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--purerpc-python", help="an interpreter with purerpc installed")
     parser.add_argument("--plot", default="grpc_peers.png", help="PNG file ('' for none)")
     parser.add_argument("--json", help="write every run's result to this file")
-    sys.path.insert(0, str(ROOT))
-    from benchmarks import record
-
     record.add_record_option(parser)
     parser.add_argument(
         "--profile",
@@ -858,8 +854,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_all(args: argparse.Namespace) -> int:
-    sys.path.insert(0, str(ROOT))
-    from benchmarks import record, stats
+    from benchmarks import stats  # imports trio (purerpc's interpreter need not have it)
 
     started = record.begin()
 
@@ -943,7 +938,7 @@ def run_all(args: argparse.Namespace) -> int:
 
 def gc_report(results: list[dict[str, Any]], presets: list[str], impls: list[str]) -> str:
     """``--gc-stats``: per preset, implementation and side, the collector's figures."""
-    format_report = gcstats().format_report
+    format_report = gcstats.format_report
     lines: list[str] = []
     for name in presets:
         for impl in impls:

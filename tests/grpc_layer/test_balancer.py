@@ -50,8 +50,12 @@ class Backend:
         self.counts[self.name] += 1
         return self.name.encode()
 
+    def handlers(self) -> list[object]:
+        """What its grpc.Server serves."""
+        return [{WHO: grpc.unary_unary_handler(self.who)}]
+
     async def start(self, nursery: trio.Nursery) -> None:
-        server = grpc.Server([{WHO: grpc.unary_unary_handler(self.who)}])
+        server = grpc.Server(self.handlers())
         scope = self.scope = trio.CancelScope()
 
         async def run(task_status: trio.TaskStatus[trio_h2t.H2Server]) -> None:
@@ -68,14 +72,21 @@ class Backend:
 
 
 @asynccontextmanager
-async def backends(n: int) -> AsyncIterator[tuple[list[Backend], collections.Counter[str]]]:
-    counts: collections.Counter[str] = collections.Counter()
+async def started(group: Sequence[Backend]) -> AsyncIterator[None]:
+    """Every backend of ``group`` serving, one after the other, until the block ends."""
     async with trio.open_nursery() as nursery:
-        group = [Backend(f"b{i}", counts, free_port()) for i in range(n)]
         for b in group:
             await b.start(nursery)
-        yield group, counts
+        yield
         nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def backends(n: int) -> AsyncIterator[tuple[list[Backend], collections.Counter[str]]]:
+    counts: collections.Counter[str] = collections.Counter()
+    group = [Backend(f"b{i}", counts, free_port()) for i in range(n)]
+    async with started(group):
+        yield group, counts
 
 
 def ipv4(group: Sequence[Backend]) -> str:

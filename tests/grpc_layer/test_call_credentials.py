@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import trio
-import trustme
 
 import trio_h2t
 from trio_h2t import grpc
@@ -20,25 +19,6 @@ from .echo import Echo
 from .test_interceptors import EXPECTED, Proceed, four_calls
 
 LIMIT = 20
-
-
-@pytest.fixture
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture
-def server_ctx(ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "localhost").configure_cert(ctx)
-    return ctx
-
-
-@pytest.fixture
-def client_ctx(ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    ca.configure_trust(ctx)
-    return ctx
 
 
 @asynccontextmanager

@@ -19,7 +19,17 @@ from trio_h2t.grpc import ConnectivityState
 from trio_h2t.grpc._health_check import decode_status, encode_request
 from trio_h2t.grpc.health import HealthCheckRequest, HealthCheckResponse, HealthServicer
 
-from .test_balancer import FAST, LIMIT, WHO, Backend, free_port, ipv4, ready, subchannel_change
+from .test_balancer import (
+    FAST,
+    LIMIT,
+    WHO,
+    Backend,
+    free_port,
+    ipv4,
+    ready,
+    started,
+    subchannel_change,
+)
 
 HEALTHY_RR: dict[str, object] = {
     "loadBalancingConfig": [{"round_robin": {}}],
@@ -36,20 +46,8 @@ class HealthBackend(Backend):
         super().__init__(name, counts, port)
         self.health = HealthServicer() if health else None
 
-    async def start(self, nursery: trio.Nursery) -> None:
-        handlers: list[object] = [{WHO: grpc.unary_unary_handler(self.who)}]
-        if self.health is not None:
-            handlers.append(self.health)
-        server = grpc.Server(handlers)
-        scope = self.scope = trio.CancelScope()
-
-        async def run(task_status: trio.TaskStatus[trio_h2t.H2Server]) -> None:
-            with scope:
-                await trio_h2t.serve_tcp(
-                    server, self.port, host="127.0.0.1", task_status=task_status
-                )
-
-        await nursery.start(run)
+    def handlers(self) -> list[object]:
+        return super().handlers() + ([] if self.health is None else [self.health])
 
     def set(self, status: str) -> None:
         assert self.health is not None
@@ -61,15 +59,11 @@ async def health_backends(
     n: int, *, without_health: int = 0
 ) -> AsyncIterator[tuple[list[HealthBackend], collections.Counter[str]]]:
     counts: collections.Counter[str] = collections.Counter()
-    async with trio.open_nursery() as nursery:
-        group = [
-            HealthBackend(f"b{i}", counts, free_port(), health=i >= without_health)
-            for i in range(n)
-        ]
-        for b in group:
-            await b.start(nursery)
+    group = [
+        HealthBackend(f"b{i}", counts, free_port(), health=i >= without_health) for i in range(n)
+    ]
+    async with started(group):
         yield group, counts
-        nursery.cancel_scope.cancel()
 
 
 def state_of(channel: grpc.Channel, backend: Backend) -> ConnectivityState:

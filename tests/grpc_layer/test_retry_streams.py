@@ -22,7 +22,6 @@ import h2.exceptions
 import pytest
 import trio
 import trio.testing
-import trustme
 
 import trio_h2t
 from trio_h2t import grpc
@@ -40,9 +39,15 @@ POLICY = {
     "backoffMultiplier": 2,
     "retryableStatusCodes": ["UNAVAILABLE"],
 }
-RETRIES: dict[str, Any] = {
-    "methodConfig": [{"name": [{"service": "test.Flaky"}], "retryPolicy": POLICY}]
-}
+
+
+def retries(**policy: Any) -> dict[str, Any]:
+    """A service config retrying test.Flaky's methods with POLICY, its fields
+    replaced by ``policy``'s."""
+    return {"methodConfig": [{"name": [{"service": "test.Flaky"}], "retryPolicy": POLICY | policy}]}
+
+
+RETRIES = retries()
 
 
 class Flaky:
@@ -321,14 +326,7 @@ async def test_with_call_and_open_forms_retry() -> None:
 
 async def test_deadline_covers_every_attempt_of_a_stream() -> None:
     """The call's timeout bounds all attempts and backoffs of an open() call."""
-    config = {
-        "methodConfig": [
-            {
-                "name": [{"service": "test.Flaky"}],
-                "retryPolicy": {**POLICY, "initialBackoff": "5s", "maxBackoff": "5s"},
-            }
-        ]
-    }
+    config = retries(initialBackoff="5s", maxBackoff="5s")
     with trio.fail_after(LIMIT):
         async with flaky(100, config) as (channel, _):
             start = trio.current_time()
@@ -757,25 +755,6 @@ async def test_per_call_credentials_on_every_kind() -> None:
     both = ["Bearer channel", "Bearer call"]
     assert [auth for _, auth in seen] == [both] * len(FORMS) + [["Bearer channel"]]
     assert names == ["Unary"] * 3 + ["Count"] * 2 + ["Concat"] * 3 + ["Upper"] * 2
-
-
-@pytest.fixture
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture
-def server_ctx(ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "localhost").configure_cert(ctx)
-    return ctx
-
-
-@pytest.fixture
-def client_ctx(ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    ca.configure_trust(ctx)
-    return ctx
 
 
 async def test_per_call_credentials_over_tls(

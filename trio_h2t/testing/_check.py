@@ -195,6 +195,8 @@ class _Seen:
     resets: dict[int, int] = field(default_factory=dict)
     answered: set[int] = field(default_factory=set)
     pings: list[bytes] = field(default_factory=list)
+    #: Bytes received after the last whole frame.
+    rest: bytes = b""
 
     def add(self, frame: WireFrame) -> None:
         self.frames.append(frame)
@@ -208,9 +210,22 @@ class _Seen:
         elif frame.type == FrameType.PING and frame.flags & 0x1:
             self.pings.append(frame.payload)
 
+    def feed(self, chunk: bytes | bytearray) -> None:
+        """Bytes from the server: each whole frame is added; an empty chunk is the end."""
+        if not chunk:
+            self.eof = True
+            return
+        frames, self.rest = parse_frames(self.rest + chunk)
+        for frame in frames:
+            self.add(frame)
+
     @property
     def ended(self) -> bool:
         return self.eof or self.goaway is not None
+
+    def settled(self, sid: int) -> bool:
+        """Whether stream ``sid`` got a response or a reset."""
+        return sid in self.answered or sid in self.resets
 
 
 def _ends_on_frame_boundary(data: bytes) -> bool:
@@ -227,6 +242,55 @@ def _probe_stream(data: bytes) -> int | None:
     return nxt if nxt <= MAX_31_BIT else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What :func:`exchange` writes: the scenario's bytes, then its probes (if any)."""
+
+    expect: Expect
+    out: bytes
+    #: Whether probes follow the scenario's bytes (they end on a frame boundary).
+    probing: bool
+    #: The probe GET's stream, when there is one.
+    probe_sid: int | None
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> _Plan:
+        data = scenario.data
+        expect = scenario.expect
+        if not _ends_on_frame_boundary(data):
+            return cls(expect, data, probing=False, probe_sid=None)
+        out = data + WireFrame(FrameType.PING, 0, 0, PROBE_PING).to_bytes()
+        probe_sid = _probe_stream(data) if expect.kind in ("alive", "answered") else None
+        if probe_sid is not None:
+            block = encode_header_block(PROBE_HEADERS)
+            out += WireFrame(FrameType.HEADERS, 0x5, probe_sid, block).to_bytes()
+        return cls(expect, out, probing=True, probe_sid=probe_sid)
+
+    def probe_answered(self, seen: _Seen) -> bool:
+        """Whether the probe GET (if any) got a response or a reset."""
+        return self.probe_sid is None or seen.settled(self.probe_sid)
+
+    def settled(self, seen: _Seen) -> bool:
+        """Whether what the server sent settles the expectation (no need to read on)."""
+        expect = self.expect
+        if seen.ended or (expect.kind == "ping-ack" and expect.opaque in seen.pings):
+            return True
+        if not self.probing or PROBE_PING not in seen.pings:
+            return False
+        if expect.kind == "answered" and not all(seen.settled(s) for s in expect.streams):
+            return False
+        return self.probe_answered(seen)
+
+
+async def _read_some(transport: trio.abc.Stream, seen: _Seen) -> None:
+    """One ``receive_some`` into ``seen``; a broken or closed transport is the end."""
+    try:
+        chunk = await transport.receive_some(65_536)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        chunk = b""
+    seen.feed(chunk)
+
+
 async def exchange(
     transport: trio.abc.Stream, scenario: Scenario, *, answer_within: float = 2.0
 ) -> Verdict:
@@ -238,141 +302,126 @@ async def exchange(
     Checkpoint: always. On cancellation: whatever was written stays written; no
     verdict.
     """
-    data = scenario.data
-    expect = scenario.expect
+    plan = _Plan.of(scenario)
     seen = _Seen()
-    probe_sid: int | None = None
-    out = data
-    if _ends_on_frame_boundary(data):
-        out += WireFrame(FrameType.PING, 0, 0, PROBE_PING).to_bytes()
-        if expect.kind in ("alive", "answered"):
-            probe_sid = _probe_stream(data)
-            if probe_sid is not None:
-                block = encode_header_block(PROBE_HEADERS)
-                out += WireFrame(FrameType.HEADERS, 0x5, probe_sid, block).to_bytes()
-    probing = out != data
-
-    def settled() -> bool:
-        if seen.ended:
-            return True
-        if expect.kind == "ping-ack" and expect.opaque in seen.pings:
-            return True
-        if not probing or PROBE_PING not in seen.pings:
-            return False
-        if expect.kind == "answered" and not all(
-            s in seen.answered or s in seen.resets for s in expect.streams
-        ):
-            return False
-        return probe_sid is None or probe_sid in seen.answered or probe_sid in seen.resets
-
-    buffer = b""
-
-    async def read_some() -> None:
-        nonlocal buffer
-        try:
-            chunk = await transport.receive_some(65_536)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            chunk = b""
-        if not chunk:
-            seen.eof = True
-            return
-        buffer += chunk
-        frames, buffer = parse_frames(buffer)
-        for frame in frames:
-            seen.add(frame)
 
     async def writer() -> None:
         # A server that closed first: the reader sees the end.
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await transport.send_all(out)
+            await transport.send_all(plan.out)
 
-    timed_out = False
     async with trio.open_nursery() as nursery:
         nursery.start_soon(writer)
         # Without probes there is nothing to wait for but an ending: a short look.
-        with trio.move_on_after(answer_within if probing else GRACE) as scope:
-            while not settled():
-                await read_some()
-        timed_out = scope.cancelled_caught and probing
-        if not timed_out and not seen.ended and expect.kind in ("connection-error", "stream-error"):
+        with trio.move_on_after(answer_within if plan.probing else GRACE) as scope:
+            while not plan.settled(seen):
+                await _read_some(transport, seen)
+        timed_out = scope.cancelled_caught and plan.probing
+        if not timed_out and plan.expect.kind in ("connection-error", "stream-error"):
             with trio.move_on_after(GRACE):
                 while not seen.ended:
-                    await read_some()
+                    await _read_some(transport, seen)
         nursery.cancel_scope.cancel()
     received = tuple(str(f) for f in seen.frames) + (("<connection closed>",) if seen.eof else ())
-    ok, reason = _judge(
-        expect,
-        seen,
-        probing=probing,
-        probe_sid=probe_sid,
-        timed_out=timed_out,
-        timeout=answer_within,
-    )
+    ok, reason = _judge(_Outcome(plan, seen, timed_out=timed_out, timeout=answer_within))
     return Verdict(ok, reason, received)
 
 
-def _judge(
-    expect: Expect,
-    seen: _Seen,
-    *,
-    probing: bool,
-    probe_sid: int | None,
-    timed_out: bool,
-    timeout: float,
-) -> tuple[bool, str]:
-    after = (
-        "answered the probe PING after it without a GOAWAY"
-        if PROBE_PING in seen.pings
-        else f"sent no GOAWAY and did not close within {timeout} s"
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What :func:`exchange` wrote and saw, for :func:`_judge`."""
+
+    plan: _Plan
+    seen: _Seen
+    #: The server settled nothing within ``timeout`` seconds while probes were out.
+    timed_out: bool
+    timeout: float
+
+    @property
+    def after(self) -> str:
+        """What the server did after a frame it should have ended on."""
+        if PROBE_PING in self.seen.pings:
+            return "answered the probe PING after it without a GOAWAY"
+        return f"sent no GOAWAY and did not close within {self.timeout} s"
+
+
+# One judge per expectation kind (Expect's docstring): ``(ok, reason)``.
+
+
+def _judge_connection_error(o: _Outcome) -> tuple[bool, str]:
+    if o.seen.ended:
+        return True, "connection error"
+    return False, f"expected a connection error (GOAWAY); the server {o.after}"
+
+
+def _judge_stream_error(o: _Outcome) -> tuple[bool, str]:
+    sid = o.plan.expect.stream_id
+    if o.seen.ended or sid in o.seen.resets:
+        return True, "stream or connection error"
+    return False, f"expected RST_STREAM on stream {sid} or GOAWAY; the server {o.after}"
+
+
+def _judge_ping_ack(o: _Outcome) -> tuple[bool, str]:
+    opaque = o.plan.expect.opaque
+    if opaque in o.seen.pings or o.seen.ended:
+        return True, "PING acknowledged"
+    return (
+        False,
+        f"expected a PING ACK with opaque data {opaque.hex()}; none came within {o.timeout} s",
     )
-    if expect.kind == "connection-error":
-        if seen.ended:
-            return True, "connection error"
-        return False, f"expected a connection error (GOAWAY); the server {after}"
-    if expect.kind == "stream-error":
-        if seen.ended or expect.stream_id in seen.resets:
-            return True, "stream or connection error"
-        return (
-            False,
-            f"expected RST_STREAM on stream {expect.stream_id} or GOAWAY; the server {after}",
-        )
-    if expect.kind == "ping-ack":
-        if expect.opaque in seen.pings or seen.ended:
-            return True, "PING acknowledged"
-        return (
-            False,
-            f"expected a PING ACK with opaque data {expect.opaque.hex()}; none came within "
-            f"{timeout} s",
-        )
-    if expect.kind == "answered":
-        if seen.goaway not in (None, 0):
-            return False, f"a well-formed exchange got GOAWAY({error_name(seen.goaway)})"
-        for sid in expect.streams:
-            code = seen.resets.get(sid)
-            if code is not None and code not in (0x0, 0x7):
-                return (
-                    False,
-                    f"well-formed request on stream {sid} was reset with {error_name(code)}",
-                )
-            if sid not in seen.answered and code is None and not seen.ended:
-                return (
-                    False,
-                    f"no response to the well-formed request on stream {sid} within {timeout} s",
-                )
-        if timed_out and not seen.ended:
-            return False, f"the server stopped answering (no probe answer within {timeout} s)"
-        return True, "answered"
-    # alive
-    if seen.ended or not probing:
+
+
+def _judge_answered_stream(o: _Outcome, sid: int) -> str | None:
+    """Why stream ``sid``'s well-formed request was not answered, or None if it was."""
+    code = o.seen.resets.get(sid)
+    if code is not None and code not in (0x0, 0x7):
+        return f"well-formed request on stream {sid} was reset with {error_name(code)}"
+    if sid not in o.seen.answered and code is None and not o.seen.ended:
+        return f"no response to the well-formed request on stream {sid} within {o.timeout} s"
+    return None
+
+
+def _judge_answered(o: _Outcome) -> tuple[bool, str]:
+    seen = o.seen
+    if seen.goaway not in (None, 0):
+        return False, f"a well-formed exchange got GOAWAY({error_name(seen.goaway)})"
+    for sid in o.plan.expect.streams:
+        why = _judge_answered_stream(o, sid)
+        if why is not None:
+            return False, why
+    if o.timed_out and not seen.ended:
+        return False, f"the server stopped answering (no probe answer within {o.timeout} s)"
+    return True, "answered"
+
+
+def _judge_alive(o: _Outcome) -> tuple[bool, str]:
+    if o.seen.ended or not o.plan.probing:
         return True, "alive or ended"
-    if PROBE_PING not in seen.pings:
-        return False, f"the server stopped answering: no PING ACK and no GOAWAY within {timeout} s"
-    if probe_sid is not None and probe_sid not in seen.answered and probe_sid not in seen.resets:
+    if PROBE_PING not in o.seen.pings:
+        return (
+            False,
+            f"the server stopped answering: no PING ACK and no GOAWAY within {o.timeout} s",
+        )
+    if not o.plan.probe_answered(o.seen):
         return False, (
-            f"the server stopped serving new streams: no response to a GET on stream {probe_sid}"
-            f" within {timeout} s"
+            "the server stopped serving new streams: no response to a GET on stream"
+            f" {o.plan.probe_sid} within {o.timeout} s"
         )
     return True, "alive"
+
+
+_JUDGES: dict[ExpectKind, Callable[[_Outcome], tuple[bool, str]]] = {
+    "connection-error": _judge_connection_error,
+    "stream-error": _judge_stream_error,
+    "ping-ack": _judge_ping_ack,
+    "answered": _judge_answered,
+    "alive": _judge_alive,
+}
+
+
+def _judge(outcome: _Outcome) -> tuple[bool, str]:
+    """Whether the server did what the scenario's expectation says, and why (not)."""
+    return _JUDGES[outcome.plan.expect.kind](outcome)
 
 
 #### The properties

@@ -27,7 +27,7 @@ wrong orders, raw bytes, and bytes mutated after serialization.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -220,6 +220,104 @@ def _block_text(block: bytes) -> str:
     )
 
 
+def _hex32(data: bytes) -> str:
+    return f"{data[:32].hex()}{'...' if len(data) > 32 else ''}"
+
+
+def _priority_text(fields: bytes) -> str:
+    dep, weight = struct.unpack(">LB", fields)
+    return f" dep={dep & MAX_31_BIT} excl={dep >> 31} weight={weight}"
+
+
+# One function per frame type: the payload's fields as text (padding already taken off),
+# or None when the payload has not the type's shape (it is then shown as bytes).
+
+
+def _data_text(flags: int, body: bytes) -> str | None:
+    return f" data={_hex32(body)}"
+
+
+def _headers_text(flags: int, body: bytes) -> str | None:
+    detail = ""
+    if flags & 0x20 and len(body) >= 5:
+        detail = _priority_text(body[:5])
+        body = body[5:]
+    return detail + " " + _block_text(body)
+
+
+def _priority_frame_text(flags: int, body: bytes) -> str | None:
+    return _priority_text(body) if len(body) == 5 else None
+
+
+def _rst_stream_text(flags: int, body: bytes) -> str | None:
+    return f" error={error_name(struct.unpack('>L', body)[0])}" if len(body) == 4 else None
+
+
+def _settings_text(flags: int, body: bytes) -> str | None:
+    if len(body) % 6:
+        return None
+    pairs = [struct.unpack(">HL", body[i : i + 6]) for i in range(0, len(body), 6)]
+    return " " + ", ".join(f"{_SETTING_NAMES.get(k, f'0x{k:x}')}={v}" for k, v in pairs)
+
+
+def _push_promise_text(flags: int, body: bytes) -> str | None:
+    if len(body) < 4:
+        return None
+    promised = struct.unpack(">L", body[:4])[0] & MAX_31_BIT
+    return f" promised={promised} " + _block_text(body[4:])
+
+
+def _ping_text(flags: int, body: bytes) -> str | None:
+    return f" opaque={body.hex()}"
+
+
+def _goaway_text(flags: int, body: bytes) -> str | None:
+    if len(body) < 8:
+        return None
+    last, code = struct.unpack(">LL", body[:8])
+    detail = f" last_stream={last & MAX_31_BIT} error={error_name(code)}"
+    return detail + (f" debug={body[8:]!r}" if body[8:] else "")
+
+
+def _window_update_text(flags: int, body: bytes) -> str | None:
+    return f" increment={struct.unpack('>L', body)[0]}" if len(body) == 4 else None
+
+
+def _continuation_text(flags: int, body: bytes) -> str | None:
+    return f" fragment={body.hex()}"
+
+
+_PAYLOAD_TEXT: dict[int, Callable[[int, bytes], str | None]] = {
+    FrameType.DATA: _data_text,
+    FrameType.HEADERS: _headers_text,
+    FrameType.PRIORITY: _priority_frame_text,
+    FrameType.RST_STREAM: _rst_stream_text,
+    FrameType.SETTINGS: _settings_text,
+    FrameType.PUSH_PROMISE: _push_promise_text,
+    FrameType.PING: _ping_text,
+    FrameType.GOAWAY: _goaway_text,
+    FrameType.WINDOW_UPDATE: _window_update_text,
+    FrameType.CONTINUATION: _continuation_text,
+}
+#: The types that may carry padding (RFC 9113 §6.1, §6.2, §6.6: the PADDED flag, 0x8).
+_PADDED_TYPES = (FrameType.DATA, FrameType.HEADERS, FrameType.PUSH_PROMISE)
+
+
+def _payload_text(frame_type: int, flags: int, payload: bytes) -> str:
+    """A payload's fields as text: the padding's length, then what the type carries."""
+    detail = ""
+    body = payload
+    if frame_type in _PADDED_TYPES and flags & 0x8 and body:
+        pad = body[0]
+        body = body[1 : len(body) - pad] if pad <= len(body) - 1 else b""
+        detail = f" pad={pad}"
+    text_of = _PAYLOAD_TEXT.get(frame_type)
+    text = text_of(flags, body) if text_of is not None else None
+    if text is not None:
+        return detail + text
+    return detail + (f" payload={_hex32(payload)}" if payload else "")
+
+
 def describe_frame(
     frame_type: int, flags: int, stream_id: int, payload: bytes, length: int | None = None
 ) -> str:
@@ -233,46 +331,8 @@ def describe_frame(
         head += f" length={length} (payload {len(payload)})"
     else:
         head += f" length={len(payload)}"
-    detail = ""
     try:
-        body = payload
-        pad = 0
-        if frame_type in (0x0, 0x1, 0x5) and flags & 0x8 and body:
-            pad = body[0]
-            body = body[1 : len(body) - pad] if pad <= len(body) - 1 else b""
-            detail += f" pad={pad}"
-        if frame_type == 0x0:
-            detail += f" data={body[:32].hex()}{'...' if len(body) > 32 else ''}"
-        elif frame_type == 0x1:
-            if flags & 0x20 and len(body) >= 5:
-                dep, weight = struct.unpack(">LB", body[:5])
-                detail += f" dep={dep & MAX_31_BIT} excl={dep >> 31} weight={weight}"
-                body = body[5:]
-            detail += " " + _block_text(body)
-        elif frame_type == 0x9:
-            detail += f" fragment={body.hex()}"
-        elif frame_type == 0x5 and len(body) >= 4:
-            detail += f" promised={struct.unpack('>L', body[:4])[0] & MAX_31_BIT}"
-            detail += " " + _block_text(body[4:])
-        elif frame_type == 0x2 and len(payload) == 5:
-            dep, weight = struct.unpack(">LB", payload)
-            detail += f" dep={dep & MAX_31_BIT} excl={dep >> 31} weight={weight}"
-        elif frame_type == 0x3 and len(payload) == 4:
-            detail += f" error={error_name(struct.unpack('>L', payload)[0])}"
-        elif frame_type == 0x4 and len(payload) % 6 == 0:
-            pairs = [struct.unpack(">HL", payload[i : i + 6]) for i in range(0, len(payload), 6)]
-            detail += " " + ", ".join(f"{_SETTING_NAMES.get(k, f'0x{k:x}')}={v}" for k, v in pairs)
-        elif frame_type == 0x6:
-            detail += f" opaque={payload.hex()}"
-        elif frame_type == 0x7 and len(payload) >= 8:
-            last, code = struct.unpack(">LL", payload[:8])
-            detail += f" last_stream={last & MAX_31_BIT} error={error_name(code)}"
-            if payload[8:]:
-                detail += f" debug={payload[8:]!r}"
-        elif frame_type == 0x8 and len(payload) == 4:
-            detail += f" increment={struct.unpack('>L', payload)[0]}"
-        elif payload:
-            detail += f" payload={payload[:32].hex()}{'...' if len(payload) > 32 else ''}"
+        detail = _payload_text(frame_type, flags, payload)
     except (struct.error, IndexError):
         detail = f" payload={payload.hex()}"
     return head + detail
