@@ -456,6 +456,16 @@ def test_micro_ceiling_runs_both_states() -> None:
         assert "RPCs/s median" in proc.stdout
 
 
+def test_micro_grpc_server_call_runs_and_both_sides_agree() -> None:
+    """micro/grpc_server_call.py --quick runs the split server pieces beside the code
+    they replaced, and both give the same results on every case (no timing judged)."""
+    proc = script("micro/grpc_server_call.py", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    for case in ("0 B", "100 B", "100 B + timeout, metadata"):
+        assert f"{case:<28} agree" in proc.stdout
+    assert "split/before" in proc.stdout
+
+
 def test_benchmain_compare_prints_before_after_percentage(tmp_path: Path) -> None:
     """benchmain.py compare matches configurations and prints grpc-go's benchresult rows."""
     base = {"workload": "unary", "network": "memory", "concurrency": 10}

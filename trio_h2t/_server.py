@@ -290,38 +290,48 @@ class _Admission:
                 core.handlers_running -= 1
                 if self._waiting:
                     self._start_waiting()
-                if not raised and not scope.cancelled_caught and self._answer_500(stream):
-                    log.warning(
-                        "handler for stream %d returned without a response; answered 500",
-                        stream.stream_id,
-                    )
-                if not stream.core_closed:
-                    if stream.core_end_queued and stream.core_error is None:
-                        # The response is complete: close the request side too
-                        # (RST_STREAM(NO_ERROR) after the response, if still open).
-                        if stream.core_peer_ended:
-                            pass  # closes when loopy writes our END_STREAM
-                        elif stream.core_output_over:
-                            core.reset_stream(stream, ErrorCodes.NO_ERROR, None)
-                        else:
-                            # Loopy resets once it has written our END_STREAM.
-                            core.put(ResetStream(stream, ErrorCodes.NO_ERROR, after_end=True))
-                    else:
-                        if not raised and not scope.cancelled_caught:
-                            log.warning(
-                                "handler for stream %d returned without ending its response;"
-                                " resetting it",
-                                stream.stream_id,
-                            )
-                        code = (
-                            ErrorCodes.CANCEL
-                            if scope.cancelled_caught or outside
-                            else ErrorCodes.INTERNAL_ERROR
-                        )
-                        stream.reset(code)
+                self._handler_ended(stream, scope, raised, outside)
                 core.check_idle()
         except Exception as exc:  # not the handler's: this runner's own bug
             self._core.fault(exc, f"the handler runner of stream {stream.stream_id}")
+
+    def _handler_ended(
+        self, stream: H2Stream, scope: trio.CancelScope, raised: bool, outside: bool
+    ) -> None:
+        """Answer for how the handler left ``stream``: a 500 if it returned without
+        a response; the request side closed if the response is complete; else the
+        stream reset (CANCEL if the handler was cancelled, ``outside``: from beyond
+        the stream's scope; INTERNAL_ERROR if it failed or left the response open)."""
+        answered = raised or scope.cancelled_caught  # its end says why: no warning
+        if not answered and self._answer_500(stream):
+            log.warning(
+                "handler for stream %d returned without a response; answered 500",
+                stream.stream_id,
+            )
+        if stream.core_closed:
+            return
+        if stream.core_end_queued and stream.core_error is None:
+            self._close_request_side(stream)
+            return
+        if not answered:
+            log.warning(
+                "handler for stream %d returned without ending its response; resetting it",
+                stream.stream_id,
+            )
+        stream.reset(
+            ErrorCodes.CANCEL if scope.cancelled_caught or outside else ErrorCodes.INTERNAL_ERROR
+        )
+
+    def _close_request_side(self, stream: H2Stream) -> None:
+        """The response is complete: close the request side too (RST_STREAM(NO_ERROR)
+        after the response, if it is still open)."""
+        if stream.core_peer_ended:
+            return  # closes when loopy writes our END_STREAM
+        if stream.core_output_over:
+            self._core.reset_stream(stream, ErrorCodes.NO_ERROR, None)
+        else:
+            # Loopy resets once it has written our END_STREAM.
+            self._core.put(ResetStream(stream, ErrorCodes.NO_ERROR, after_end=True))
 
     def _handler_failed(self, stream: H2Stream) -> None:
         # Called from an except clause: log.exception records the handler's traceback.

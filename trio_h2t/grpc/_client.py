@@ -433,22 +433,13 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._need_headers():
-            if self._replay is not None:
-                await self._attempt_headers(self._replay)
-            else:
-                try:
-                    headers = await self._stream.receive_headers()
-                except _TRANSPORT_ERRORS as exc:
-                    self._headers_lost(exc)
-                self._take_headers(headers)
+            await self._wait_headers()
         else:
             await trio.lowlevel.cancel_shielded_checkpoint()
         assert self._initial is not None
         return self._initial
 
-    # Receiving the headers is _need_headers(), then ``await stream.receive_headers()``
-    # in the caller's own frame, then _take_headers: no coroutine of its own (one
-    # object less per call in flight while it waits for its response).
+    # Every receive starts with ``if self._need_headers(): await self._wait_headers()``.
 
     def _need_headers(self) -> bool:
         """True if the response headers are still to come (the caller then waits for
@@ -463,6 +454,23 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
             return False
         self._waits += 1
         return True
+
+    async def _wait_headers(self) -> None:
+        """Wait for the response headers (``_need_headers`` said they are to come)
+        and take them. A call that may be sent again waits through
+        ``_attempt_headers`` (a failed attempt is replaced); for any other, a stream
+        that fails first ends the call with the failure's status.
+
+        Checkpoint: always (the stream's receive_headers). On cancellation: nothing
+        is consumed."""
+        if self._replay is not None:
+            await self._attempt_headers(self._replay)
+            return
+        try:
+            headers = await self._stream.receive_headers()
+        except _TRANSPORT_ERRORS as exc:
+            self._headers_lost(exc)
+        self._take_headers(headers)
 
     def _headers_lost(self, exc: BaseException) -> NoReturn:
         self._initial = NO_METADATA
@@ -536,44 +544,20 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         the backoff) until headers arrive (the call commits), it ends OK, or no
         other attempt is allowed (the failure is the call's)."""
         while True:
-            stream = self._stream
             try:
-                headers = await stream.receive_headers()
+                headers = await self._stream.receive_headers()
             except _TRANSPORT_ERRORS as exc:
                 if self._code is not None:  # cancel() was called
                     self._headers_lost(exc)
                 if replay.transparent(exc):
                     await self._next_attempt(replay, again=False)
                     continue
-                code, details = _error_from_transport(exc)
-                delay = replay.retry_delay(code, None)
-                if delay is None:
-                    self._initial = NO_METADATA
-                    self._set_status(code, replay.final_details(details))
-                    raise self._rpc_error() from exc
-                failure: Failure = (code, details, exc)
+                failure, delay = self._attempt_lost(replay, exc)
             else:
-                raised = False
-                try:
-                    self._take_headers(headers)
-                except RpcError:
-                    raised = True  # its status is set: decided as a trailers-only one
-                status = self._code
-                if status is None:
-                    replay.commit()  # headers: the server answered
+                retry = self._attempt_answered(replay, headers)
+                if retry is None:
                     return
-                if status == StatusCode.OK:
-                    replay.succeeded()
-                    return
-                delay = replay.retry_delay(status, self._trailing)
-                if delay is None:
-                    self._details = replay.final_details(self._details or "")
-                    if raised:
-                        raise self._rpc_error()
-                    return
-                failure = (status, self._details or "", None)
-                self._code = self._details = self._trailing = None
-                self._initial = self._response_encoding = None
+                failure, delay = retry
             replay.backing_off = failure  # left set if the deadline ends the sleep
             await replay.sleep(delay)
             replay.backing_off = None
@@ -581,6 +565,49 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                 self._initial = NO_METADATA
                 raise self._rpc_error()
             await self._next_attempt(replay, again=True)
+
+    def _attempt_lost(self, replay: Replay, exc: BaseException) -> tuple[Failure, float]:
+        """An attempt's stream failed before its headers (and not transparently
+        retried): the failure and the backoff before the next attempt; raises the
+        call's status if its retry policy allows no other."""
+        code, details = _error_from_transport(exc)
+        delay = replay.retry_delay(code, None)
+        if delay is None:
+            self._initial = NO_METADATA
+            self._set_status(code, replay.final_details(details))
+            raise self._rpc_error() from exc
+        return (code, details, exc), delay
+
+    def _attempt_answered(
+        self, replay: Replay, headers: Sequence[tuple[bytes, bytes]]
+    ) -> tuple[Failure, float] | None:
+        """An attempt's response headers arrived: None if the call goes on with them
+        (they committed it, or they are an OK trailers-only response), else the
+        failure their status is and the backoff before the next attempt (the
+        attempt's status cleared); raises the call's status if its retry policy
+        allows no other attempt."""
+        raised = False
+        try:
+            self._take_headers(headers)
+        except RpcError:
+            raised = True  # its status is set: decided as a trailers-only one
+        status = self._code
+        if status is None:
+            replay.commit()  # headers: the server answered
+            return None
+        if status == StatusCode.OK:
+            replay.succeeded()
+            return None
+        delay = replay.retry_delay(status, self._trailing)
+        if delay is None:
+            self._details = replay.final_details(self._details or "")
+            if raised:
+                raise self._rpc_error()
+            return None
+        failure: Failure = (status, self._details or "", None)
+        self._code = self._details = self._trailing = None
+        self._initial = self._response_encoding = None
+        return failure, delay
 
     async def _next_attempt(self, replay: Replay, *, again: bool) -> None:
         """Leave this attempt's stream and open the next (``again``: a counted
@@ -612,14 +639,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
     async def _next_payload(self) -> bytes | None:
         """The next response message's bytes, or None at the end of an OK call."""
         if self._need_headers():
-            if self._replay is not None:
-                await self._attempt_headers(self._replay)
-            else:
-                try:
-                    headers = await self._stream.receive_headers()
-                except _TRANSPORT_ERRORS as exc:
-                    self._headers_lost(exc)
-                self._take_headers(headers)
+            await self._wait_headers()
         stream = self._stream
         while self._taken == len(self._messages):
             if self._code is not None:
@@ -756,6 +776,30 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         if payload is None:
             raise self._fail(StatusCode.INTERNAL, "the server sent no response message")
         if await self._next_payload() is not None:
+            raise self._fail(StatusCode.INTERNAL, "the server sent more than one response message")
+        return self._deserialize(payload)
+
+    async def _single_response(self) -> Resp:
+        """The single response of the inline unary call, its headers taken.
+
+        The response usually arrives whole (headers, message, trailers in one read):
+        then it is taken without a schedule point, each of which is a trip of every
+        call in flight through trio's scheduler (docs/grpc.md, "Latency and the
+        cyclic collector"); else each read is a checkpoint. Raises RpcError: the
+        status, or INTERNAL if the server sent no message or more than one.
+        """
+        first = False
+        try:
+            payload = self._next_payload_nowait()
+            first = True
+            more = None if payload is None else self._next_payload_nowait()
+        except trio.WouldBlock:
+            if not first:
+                payload = await self._next_payload()
+            more = None if payload is None else await self._next_payload()
+        if payload is None:
+            raise self._fail(StatusCode.INTERNAL, "the server sent no response message")
+        if more is not None:
             raise self._fail(StatusCode.INTERNAL, "the server sent more than one response message")
         return self._deserialize(payload)
 
@@ -1311,26 +1355,11 @@ class _CallOpener:
         """Open the call's stream on a picked connection: one attempt, again (a
         transparent retry) while a balanced channel's streams fail before any byte
         of them reached a handler (GOAWAY, closing, refused)."""
-        channel = self._channel
-        retries = 0
-        while True:
-            conn = channel._pick_nowait()
-            if conn is None:
-                conn = await channel._pick(self._settings.wait_for_ready)
-            opener = conn.open_stream(headers)
-            try:
-                stream = await opener.__aenter__()
-            except _TRANSPORT_ERRORS as exc:
-                if (
-                    channel._balancer is not None
-                    and retries < MAX_TRANSPARENT_RETRIES
-                    and _never_processed(exc)
-                ):
-                    retries += 1
-                    continue
-                raise RpcError(*_error_from_transport(exc)) from exc
-            self._opener = opener
-            return stream
+        opener, stream, _ = await _open_stream(
+            self._channel, headers, self._settings.wait_for_ready, 0
+        )
+        self._opener = opener
+        return stream
 
     async def _open_next(self, extra: list[tuple[str, str]] | None) -> H2Stream:
         """The next attempt's stream (``Replay.open_next``): the attempt's stream is
@@ -1380,6 +1409,51 @@ class _CallOpener:
             return True
         finally:
             self._channel._call_ended()
+
+
+def _retry_transparently(channel: Channel, retries: int, exc: BaseException) -> bool:
+    """True if a call's stream that failed with ``exc`` is opened again: on a
+    balanced channel, when no byte of it reached a handler (GOAWAY, closing,
+    refused), up to ``MAX_TRANSPARENT_RETRIES`` times."""
+    return (
+        channel._balancer is not None
+        and retries < MAX_TRANSPARENT_RETRIES
+        and _never_processed(exc)
+    )
+
+
+async def _open_stream(
+    channel: Channel,
+    headers: Sequence[tuple[bytes, bytes]],
+    wait_for_ready: bool | None,
+    retries: int,
+) -> tuple[AbstractAsyncContextManager[H2Stream], H2Stream, int]:
+    """Open a call's stream on a picked connection: again while
+    ``_retry_transparently`` says so (``retries``: the transparent retries so far).
+    Returns the opener (its ``__aexit__`` leaves the stream), the stream and the
+    retries now; raises RpcError with the failure's status.
+
+    Checkpoint: always (opening waits for stream quota). On cancellation: no stream
+    is left open."""
+    while True:
+        conn = channel._pick_nowait()
+        if conn is None:
+            conn = await channel._pick(wait_for_ready)
+        opener = conn.open_stream(headers)
+        try:
+            stream = await opener.__aenter__()
+        except _TRANSPORT_ERRORS as exc:
+            if _retry_transparently(channel, retries, exc):
+                retries += 1
+                continue
+            raise RpcError(*_error_from_transport(exc)) from exc
+        return opener, stream, retries
+
+
+def _scope_caught(scope: trio.CancelScope | None, exc: BaseException) -> bool:
+    """Leave a call's own deadline scope (None: it has none) with ``exc`` raised,
+    as a with statement would: True if the scope caught it (its own cancellation)."""
+    return scope is not None and bool(scope.__exit__(type(exc), exc, exc.__traceback__))
 
 
 class _Method(Generic[Req, Resp], metaclass=NoPublicConstructor):
@@ -1516,26 +1590,13 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
             RpcError: any status but OK (DEADLINE_EXCEEDED when ``timeout`` expires).
         """
         # _CallOpener's work and receive_response's body, inline: while the call
-        # waits for its response, this coroutine and the Call are all the layer keeps
-        # (no _CallOpener, no bound __aexit__ of a with statement, no coroutine per
-        # receiving step). The cyclic collector's work grows with what calls in flight
-        # keep (benchmarks/results/2026-12-05.md, "Why W1's p99 misses").
+        # waits for its response, this coroutine, Call._wait_headers and the Call
+        # are all the layer keeps (tests/grpc_layer/test_footprint.py). The cyclic
+        # collector's work grows with what calls in flight keep
+        # (benchmarks/results/2026-12-05.md, "Why W1's p99 misses").
         channel = self._channel
-        method = self.method
-        if channel._service_config is not None:
-            # Unpacked at once: the tuple is not kept while the call waits.
-            own_timeout, settled, retry_policy, send_limit, receive_limit = channel._call_settings(
-                method, timeout, wait_for_ready
-            )
-            ready: bool | None = settled
-        else:
-            own_timeout, retry_policy = timeout, None
-            send_limit = channel.max_send_message_size
-            receive_limit = channel.max_receive_message_size
-            if wait_for_ready is not None:
-                check_bool(wait_for_ready, "wait_for_ready")
-            ready = wait_for_ready
-        if channel._interceptors or credentials is not None or retry_policy is not None:
+        settings = self._inline_settings(timeout, wait_for_ready, credentials)
+        if settings is None:
             # The general path: interceptors around the whole call, attempts below.
             general, _ = await self.with_call(
                 request,
@@ -1546,13 +1607,9 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
                 credentials=credentials,
             )
             return general
-        timeout, wait_for_ready = own_timeout, ready
+        own_timeout, ready, send_limit, receive_limit = settings  # not kept while it waits
         await trio.lowlevel.checkpoint_if_cancelled()
-        if channel._closing:
-            raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
-        own, deadline = _deadlines(timeout)
-        encoding = channel._encoding_for(compression)
-        headers = channel._headers(method, deadline, metadata, encoding)
+        own, encoding, headers = self._request_head(own_timeout, metadata, compression)
         channel._active += 1
         scope = None
         retries = 0
@@ -1562,29 +1619,15 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
                 scope.__enter__()
             try:
                 while True:  # one attempt a turn: again only for a transparent retry
-                    conn = channel._pick_nowait()
-                    if conn is None:
-                        conn = await channel._pick(wait_for_ready)
-                    opener = conn.open_stream(headers)
+                    opener, stream, retries = await _open_stream(channel, headers, ready, retries)
                     if channel._balancer is None:
                         # No second attempt: drop the block now (the footprint of a
                         # call in flight, tests/grpc_layer/test_footprint.py).
                         headers = ()
-                    try:
-                        stream = await opener.__aenter__()
-                    except _TRANSPORT_ERRORS as exc:
-                        if (
-                            channel._balancer is not None
-                            and retries < MAX_TRANSPARENT_RETRIES
-                            and _never_processed(exc)
-                        ):
-                            retries += 1
-                            continue
-                        raise RpcError(*_error_from_transport(exc)) from exc
                     call: Call[Any, Any] = Call._create(
                         channel,
                         stream,
-                        method,
+                        self.method,
                         self._serializer,
                         self._deserializer,
                         encoding,
@@ -1593,51 +1636,20 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
                     )
                     try:
                         await call._send(request, end=True)
-                        # Opening and sending were checkpoints: none of its own here. The
-                        # wait for the headers is in this frame (see Call._need_headers).
+                        # Opening and sending were checkpoints: none of its own here.
                         if call._need_headers():
-                            try:
-                                head = await stream.receive_headers()
-                            except _TRANSPORT_ERRORS as exc:
-                                call._headers_lost(exc)
-                            call._take_headers(head)
-                        # The response usually arrives whole (headers, message, trailers
-                        # in one read): taken without a schedule point, each of which
-                        # is a trip of every call in flight through trio's scheduler
-                        # (docs/grpc.md, "Latency and the cyclic collector").
-                        first = False
-                        try:
-                            payload = call._next_payload_nowait()
-                            first = True
-                            more = None if payload is None else call._next_payload_nowait()
-                        except trio.WouldBlock:
-                            if not first:
-                                payload = await call._next_payload()
-                            more = None if payload is None else await call._next_payload()
-                        if payload is None:
-                            raise call._fail(
-                                StatusCode.INTERNAL, "the server sent no response message"
-                            )
-                        if more is not None:
-                            raise call._fail(
-                                StatusCode.INTERNAL,
-                                "the server sent more than one response message",
-                            )
-                        response: Resp = call._deserialize(payload)
+                            await call._wait_headers()
+                        response: Resp = await call._single_response()
                     except BaseException as exc:
                         await opener.__aexit__(type(exc), exc, exc.__traceback__)
-                        if (
-                            channel._balancer is not None
-                            and retries < MAX_TRANSPARENT_RETRIES
-                            and _never_processed(exc)
-                        ):
+                        if _retry_transparently(channel, retries, exc):
                             retries += 1
                             continue
                         raise
                     await opener.__aexit__(None, None, None)
                     break
             except BaseException as exc:
-                if scope is None or not scope.__exit__(type(exc), exc, exc.__traceback__):
+                if not _scope_caught(scope, exc):
                     raise
                 # Our own deadline's cancellation, caught by our scope: the call timed out
                 # (waiting for stream quota, or for the response).
@@ -1647,6 +1659,42 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
         finally:
             channel._call_ended()
         return response
+
+    def _inline_settings(
+        self, timeout: float | None, wait_for_ready: bool | None, credentials: object
+    ) -> tuple[float | None, bool | None, int | None, int | None] | None:
+        """The call's settings for the inline path: its timeout, wait_for_ready and
+        message-size limits (the method config merged in); None when the call takes
+        the general path (interceptors, call credentials, a retry policy)."""
+        channel = self._channel
+        ready: bool | None
+        if channel._service_config is not None:
+            own_timeout, ready, retry_policy, send_limit, receive_limit = channel._call_settings(
+                self.method, timeout, wait_for_ready
+            )
+        else:
+            own_timeout, retry_policy = timeout, None
+            send_limit = channel.max_send_message_size
+            receive_limit = channel.max_receive_message_size
+            if wait_for_ready is not None:
+                check_bool(wait_for_ready, "wait_for_ready")
+            ready = wait_for_ready
+        if channel._interceptors or credentials is not None or retry_policy is not None:
+            return None
+        return own_timeout, ready, send_limit, receive_limit
+
+    def _request_head(
+        self, timeout: float | None, metadata: MetadataLike, compression: str | bool | None
+    ) -> tuple[float, str | None, Sequence[tuple[bytes, bytes]]]:
+        """The inline call's own deadline (the Trio clock; inf: none), its request
+        compression and its request headers; RpcError(UNAVAILABLE) if the channel
+        is closed."""
+        channel = self._channel
+        if channel._closing:
+            raise RpcError(StatusCode.UNAVAILABLE, "the channel is closed")
+        own, deadline = _deadlines(timeout)
+        encoding = channel._encoding_for(compression)
+        return own, encoding, channel._headers(self.method, deadline, metadata, encoding)
 
     async def with_call(
         self,

@@ -196,75 +196,84 @@ class MessageDecoder:
             return self._feed_buffered(data)
         if type(data) is not bytes:
             data = bytes(data)  # the transport gives bytes; slicing bytes gives bytes
-        end = len(data)
-        filled = self._filled
-        if filled >= 0:
-            stop = filled + end
-            if stop < self._need:
-                # A middle piece of a large body: into the kept buffer, nothing else.
-                self._view[filled:stop] = data
-                self._filled = stop
-                return []
         out: list[tuple[bool, bytes]] = []
         pos = 0
-        buf = self._buf
-        while True:
-            if self._need < 0:  # a prefix
-                if buf or end - pos < PREFIX_SIZE:
-                    take = min(PREFIX_SIZE - len(buf), end - pos)
-                    buf += data[pos : pos + take]
-                    pos += take
-                    if len(buf) < PREFIX_SIZE:
-                        break
-                    flag, length = _PREFIX.unpack(buf)
-                    buf.clear()
-                else:
-                    flag, length = _PREFIX.unpack_from(data, pos)
-                    pos += PREFIX_SIZE
-                self._start(flag, length)
+        end = len(data)
+        while pos < end:
+            if self._need < 0:
+                pos = self._read_prefix(data, pos, end)
+                if pos < 0:
+                    break  # a partial prefix, buffered
             need = self._need
-            avail = end - pos
-            filled = self._filled
-            if filled < 0 and not buf and avail >= need:
+            if end - pos >= need and self._filled < 0 and not self._buf:
                 # The whole body is here: one copy, straight out of ``data``.
                 out.append((self._flag == 1, data[pos : pos + need]))
                 pos += need
                 self._need = -1
-                continue
-            if avail == 0:
-                break
-            if filled < 0 and not buf and need >= REUSE_MIN_SIZE:
-                if len(self._body) < need:
-                    self._body = bytearray(need)  # the largest so far; kept
-                    self._view = memoryview(self._body)
-                filled = 0
-            if filled >= 0:
-                take = min(need - filled, avail)
-                # Through the view: a bytearray's own slice assignment copies a
-                # bytes value into a temporary bytearray first.
-                if take == end:
-                    self._view[filled : filled + take] = data
-                else:
-                    self._view[filled : filled + take] = memoryview(data)[pos : pos + take]
-                filled += take
-                pos += take
-                if filled < need:
-                    self._filled = filled
-                    break
-                body = self._body
-                payload = bytes(body) if len(body) == need else bytes(self._view[:need])
-                out.append((self._flag == 1, payload))
-                self._filled = -1
-            else:
-                take = min(need - len(buf), avail)
-                buf += data[pos : pos + take]
-                pos += take
-                if len(buf) < need:
-                    break
-                out.append((self._flag == 1, bytes(buf)))
-                buf.clear()
-            self._need = -1
+            elif pos < end:
+                pos = self._read_body_piece(data, pos, end, out)
         return out
+
+    def _read_prefix(self, data: bytes, pos: int, end: int) -> int:
+        """Read the next message's prefix from ``data[pos:end]`` (there is some),
+        after the part of it buffered: the position after it, or -1 if it is not
+        whole yet (what there is, buffered)."""
+        buf = self._buf
+        if buf or end - pos < PREFIX_SIZE:
+            take = min(PREFIX_SIZE - len(buf), end - pos)
+            buf += data[pos : pos + take]
+            if len(buf) < PREFIX_SIZE:
+                return -1
+            flag, length = _PREFIX.unpack(buf)
+            buf.clear()
+            pos += take
+        else:
+            flag, length = _PREFIX.unpack_from(data, pos)
+            pos += PREFIX_SIZE
+        self._start(flag, length)
+        return pos
+
+    def _read_body_piece(
+        self, data: bytes, pos: int, end: int, out: list[tuple[bool, bytes]]
+    ) -> int:
+        """Take a piece of the current body, which is not whole in ``data[pos:end]``
+        (there is some) with what is buffered; append the message to ``out`` if the
+        piece completes it. Returns the position after the piece."""
+        if self._filled < 0 and not self._buf and self._need >= REUSE_MIN_SIZE:
+            if len(self._body) < self._need:
+                self._body = bytearray(self._need)  # the largest so far; kept
+                self._view = memoryview(self._body)
+            self._filled = 0
+        if self._filled >= 0:
+            return self._into_kept(data, pos, end, out)
+        buf = self._buf
+        take = min(self._need - len(buf), end - pos)
+        buf += data[pos : pos + take]
+        if len(buf) == self._need:
+            out.append((self._flag == 1, bytes(buf)))
+            buf.clear()
+            self._need = -1
+        return pos + take
+
+    def _into_kept(self, data: bytes, pos: int, end: int, out: list[tuple[bool, bytes]]) -> int:
+        """``_read_body_piece`` for a large body: into the kept buffer."""
+        filled = self._filled
+        need = self._need
+        take = min(need - filled, end - pos)
+        if take == end:
+            self._view[filled : filled + take] = data
+        else:
+            self._view[filled : filled + take] = memoryview(data)[pos : pos + take]
+        filled += take
+        if filled < need:
+            self._filled = filled
+        else:
+            body = self._body
+            payload = bytes(body) if len(body) == need else bytes(self._view[:need])
+            out.append((self._flag == 1, payload))
+            self._filled = -1
+            self._need = -1
+        return pos + take
 
     def _feed_buffered(self, data: bytes | bytearray | memoryview) -> list[tuple[bool, bytes]]:
         buf = self._buf

@@ -145,9 +145,15 @@ def _fit(indent: str, head: str, args: list[str], tail: str) -> list[str]:
     return [f"{indent}{head}", *(f"{inner}{a}," for a in args), f"{indent}{tail}"]
 
 
+#: One method of a service: (name, attribute, kind, request type, response type).
+_MethodInfo = tuple[str, str, str, str, str]
+
+
 def _service(file: Any, service: Any, type_name: Any) -> list[str]:
+    """The generated code of one service: its client stub, its servicer base
+    class and its ``add_<Service>Servicer_to_server`` function."""
     full = f"{file.package}.{service.name}" if file.package else service.name
-    methods = []
+    methods: list[_MethodInfo] = []
     for method in service.method:
         kind = _KINDS[(method.client_streaming, method.server_streaming)]
         methods.append(
@@ -159,11 +165,24 @@ def _service(file: Any, service: Any, type_name: Any) -> list[str]:
                 type_name(method.output_type),
             )
         )
-    options = _CALL_OPTIONS
-    out: list[str] = ["", ""]
-    # -- the client stub
+    return [
+        "",
+        "",
+        *_stub_class(full, service.name, methods),
+        "",
+        "",
+        *_servicer_class(full, service.name, methods),
+        "",
+        "",
+        *_add_function(full, service.name, methods),
+    ]
+
+
+def _stub_class(full: str, service_name: str, methods: list[_MethodInfo]) -> list[str]:
+    """The client stub: one method per RPC, on a grpc.Channel."""
+    out: list[str] = []
     out.append("@final")
-    out.append(f"class {service.name}Stub:")
+    out.append(f"class {service_name}Stub:")
     out.append(f'    """Client stub for {full}: one method per RPC, on a grpc.Channel."""')
     out.append("")
     out.append("    # Every attribute is immutable after init.")
@@ -179,55 +198,65 @@ def _service(file: Any, service: Any, type_name: Any) -> list[str]:
         out.append(f"            request_serializer={req}.SerializeToString,")
         out.append(f"            response_deserializer={resp}.FromString,")
         out.append("        )")
-    for name, attr, kind, req, resp in methods:
+    for method in methods:
         out.append("")
-        call = f"grpc.Call[{req}, {resp}]"
-        many = f"Iterable[{req}] | AsyncIterable[{req}]"
-        if kind == "unary_unary":
-            params, ret, prefix = [f"request: {req}"], resp, "async def"
-            doc = "send ``request``, return the response"
-        elif kind == "unary_stream":
-            params, ret, prefix = [f"request: {req}"], f"AbstractAsyncContextManager[{call}]", "def"
-            doc = "``async with stub.M(request) as call``"
-        elif kind == "stream_unary":
-            params, ret, prefix = [f"requests: {many}"], resp, "async def"
-            doc = "send ``requests``, return the response"
-        else:
-            params = [f"requests: {many} | None = None"]
-            ret, prefix = f"AbstractAsyncContextManager[{call}]", "def"
-            doc = "``async with stub.M(requests) as call``"
-        out.append(f"    {prefix} {attr}(")
-        out.append("        self,")
-        out.extend(f"        {p}," for p in params)
-        out.append("        *,")
-        for p in options:
-            noqa = "  # noqa: ASYNC109 (sent as grpc-timeout)" if "timeout" in p else ""
-            out.append(f"        {p},{noqa if prefix == 'async def' else ''}")
-        out.append(f"    ) -> {ret}:")
-        out.append(f'        """{full}/{name} ({kind.replace("_", "-")}): {doc}.')
-        out.append("")
-        if prefix == "def":
-            if kind == "stream_stream":
-                out.append(
-                    "        Without ``requests``, send with ``call.send_message`` and end with"
-                )
-                out.append("        ``call.done_writing()``.")
-            out.append("        Checkpoint: entering. On cancellation, or leaving the block before")
-            out.append('        the call ended: RST_STREAM(CANCEL)."""')
-        else:
-            out.append("        Checkpoint: always. On cancellation: RST_STREAM(CANCEL).")
-            out.append('        Raises: grpc.RpcError for any status but OK."""')
-        first = "requests" if kind.startswith("stream_") else "request"
-        args = [first, *_PASS_OPTIONS]
-        awaiting = "await " if prefix == "async def" else ""
-        out.extend(_fit("        ", f"return {awaiting}self._{attr}(", args, ")"))
+        out.extend(_stub_method(full, method))
+    return out
+
+
+def _stub_method(full: str, method: _MethodInfo) -> list[str]:
+    """One method of the client stub, with its docstring."""
+    name, attr, kind, req, resp = method
+    call = f"grpc.Call[{req}, {resp}]"
+    many = f"Iterable[{req}] | AsyncIterable[{req}]"
+    if kind == "unary_unary":
+        params, ret, prefix = [f"request: {req}"], resp, "async def"
+        doc = "send ``request``, return the response"
+    elif kind == "unary_stream":
+        params, ret, prefix = [f"request: {req}"], f"AbstractAsyncContextManager[{call}]", "def"
+        doc = "``async with stub.M(request) as call``"
+    elif kind == "stream_unary":
+        params, ret, prefix = [f"requests: {many}"], resp, "async def"
+        doc = "send ``requests``, return the response"
+    else:
+        params = [f"requests: {many} | None = None"]
+        ret, prefix = f"AbstractAsyncContextManager[{call}]", "def"
+        doc = "``async with stub.M(requests) as call``"
+    out: list[str] = []
+    out.append(f"    {prefix} {attr}(")
+    out.append("        self,")
+    out.extend(f"        {p}," for p in params)
+    out.append("        *,")
+    for p in _CALL_OPTIONS:
+        noqa = "  # noqa: ASYNC109 (sent as grpc-timeout)" if "timeout" in p else ""
+        out.append(f"        {p},{noqa if prefix == 'async def' else ''}")
+    out.append(f"    ) -> {ret}:")
+    out.append(f'        """{full}/{name} ({kind.replace("_", "-")}): {doc}.')
     out.append("")
-    out.append("")
-    # -- the servicer base class
-    out.append(f"class {service.name}Servicer:")
+    if prefix == "def":
+        if kind == "stream_stream":
+            out.append("        Without ``requests``, send with ``call.send_message`` and end with")
+            out.append("        ``call.done_writing()``.")
+        out.append("        Checkpoint: entering. On cancellation, or leaving the block before")
+        out.append('        the call ended: RST_STREAM(CANCEL)."""')
+    else:
+        out.append("        Checkpoint: always. On cancellation: RST_STREAM(CANCEL).")
+        out.append('        Raises: grpc.RpcError for any status but OK."""')
+    first = "requests" if kind.startswith("stream_") else "request"
+    args = [first, *_PASS_OPTIONS]
+    awaiting = "await " if prefix == "async def" else ""
+    out.extend(_fit("        ", f"return {awaiting}self._{attr}(", args, ")"))
+    return out
+
+
+def _servicer_class(full: str, service_name: str, methods: list[_MethodInfo]) -> list[str]:
+    """The servicer base class: a grpc.GenericHandler whose methods end the call
+    with UNIMPLEMENTED until overridden."""
+    out: list[str] = []
+    out.append(f"class {service_name}Servicer:")
     out.append(f'    """Server base class for {full}: override the methods; the others end')
     out.append("    the call with UNIMPLEMENTED. An instance is a grpc.GenericHandler:")
-    out.append(f'    ``grpc.Server([My{service.name}()])``."""')
+    out.append(f'    ``grpc.Server([My{service_name}()])``."""')
     out.append("")
     out.append(f'    SERVICE_NAME = "{full}"')
     for name, attr, kind, req, resp in methods:
@@ -264,15 +293,16 @@ def _service(file: Any, service: Any, type_name: Any) -> list[str]:
         out.append(f"                response_serializer={resp}.SerializeToString,")
         out.append("            )")
     out.append("        return None")
-    out.append("")
-    out.append("")
-    out.extend(
-        _fit(
-            "",
-            f"def add_{service.name}Servicer_to_server(",
-            [f"servicer: {service.name}Servicer", "server: grpc.Server"],
-            ") -> None:",
-        )
+    return out
+
+
+def _add_function(full: str, service_name: str, methods: list[_MethodInfo]) -> list[str]:
+    """``add_<Service>Servicer_to_server``: registers the servicer's methods by path."""
+    out = _fit(
+        "",
+        f"def add_{service_name}Servicer_to_server(",
+        [f"servicer: {service_name}Servicer", "server: grpc.Server"],
+        ") -> None:",
     )
     out.append(f'    """Register the methods of {full} that ``servicer`` serves, by path."""')
     if methods:

@@ -838,11 +838,7 @@ class Server:
         )
 
     def _unimplemented(self, path: str) -> str:
-        """UNIMPLEMENTED's details for ``path``: an unknown method or service.
-
-        Apart from ``__call__``: its generator expression's closure would make
-        ``__call__`` allocate a cell for ``service`` on every call.
-        """
+        """UNIMPLEMENTED's details for ``path``: an unknown method or service."""
         service = path.rsplit("/", 1)[0].lstrip("/")
         paths = [*self._methods]
         for generic in self._generic:
@@ -867,106 +863,104 @@ class Server:
 
         await run_server_chain(self._interceptors, details, handler)
 
+    def _open_call(self, stream: H2Stream) -> tuple[ServicerContext, MethodHandler, str | None]:
+        """Check the request's head and build the call's context: the context, the
+        method to run and the request's ``grpc-encoding`` (None: identity).
+
+        Raises _Refused, the answer to send instead: HTTP 405 (not POST), HTTP 415
+        (not a gRPC content-type), INTERNAL (malformed metadata or grpc-timeout),
+        UNIMPLEMENTED (an unknown method, with no interceptors to see it; an
+        unsupported grpc-encoding).
+        """
+        raw = stream.headers or ()
+        fields, binary = _scan_head(raw)
+        http_method, raw_path, content_type, raw_accept, timeout, raw_encoding = fields
+        if http_method != b"POST":
+            raise _Refused(
+                StatusCode.INTERNAL, f"method {stream.request.method} is not POST", http=b"405"
+            )
+        if not _is_grpc_content_type(content_type):
+            raise _Refused(
+                StatusCode.INVALID_ARGUMENT,
+                f"invalid gRPC request content-type {content_type!r}",
+                http=b"415",
+            )
+        path = "" if raw_path is None else raw_path.decode("utf-8", "surrogateescape")
+        method = self.lookup(path)
+        serializer = method.response_serializer if method else identity_serializer
+        accept = _parse_accept(raw_accept)
+        try:
+            # Metadata is parsed here only when a -bin field could make it fail (the
+            # call then ends before its handler), else when the handler asks for it.
+            metadata = metadata_from_headers(raw) if binary else None
+            deadline = math.inf if timeout is None else trio.current_time() + parse_timeout(timeout)
+        except ValueError as exc:
+            raise _Refused(StatusCode.INTERNAL, str(exc), http=b"200") from None
+        context = ServicerContext._create(
+            self, stream, path, metadata, deadline, accept, serializer
+        )
+        if method is None:
+            if not self._interceptors:
+                raise _Refused(StatusCode.UNIMPLEMENTED, self._unimplemented(path), context=context)
+            # As grpcio and grpc-go's unknown-service handler: the interceptors see
+            # the call (a logger logs it, an auth check may refuse it first); the
+            # "handler" inside them ends it UNIMPLEMENTED.
+            method = _unimplemented_handler(self._unimplemented(path))
+        return context, method, _request_encoding(raw_encoding, context)
+
+    async def _serve_unary(
+        self,
+        method: MethodHandler,
+        stream: H2Stream,
+        encoding: str | None,
+        context: ServicerContext,
+    ) -> None:
+        """Run a unary-unary handler without interceptors (the unary fast path):
+        ``_dispatch``'s first case, with the response queued without a checkpoint,
+        so that ``__call__`` queues the status after it in the same scheduling step
+        (``single()`` checkpointed). The ``_Requests`` (and its decoder) is a
+        temporary: nothing keeps it while the handler runs."""
+        request = await self._requests(stream, encoding, method, context).single()
+        response = await method.handler(request, context)
+        if context._code is None or context._code is StatusCode.OK:
+            if response is None:
+                _returned_none(method)
+            try:
+                context._write_nowait(response)
+            except trio.WouldBlock:
+                await context.write(response)  # waits for write quota
+
+    async def _serve_dispatched(
+        self,
+        method: MethodHandler,
+        stream: H2Stream,
+        encoding: str | None,
+        context: ServicerContext,
+    ) -> None:
+        """Run any other handler without interceptors (``_dispatch``)."""
+        await _dispatch(method, self._requests(stream, encoding, method, context), context)
+
     async def __call__(self, stream: H2Stream) -> None:
         """Serve one RPC on ``stream`` (the trio_h2t handler).
 
         Checkpoint: always. On cancellation: (the client reset the stream, or the
         connection ended) the handler is cancelled and nothing more is sent.
         """
-        # One pass over the raw request block (the transport checked it: lowercase
-        # names, pseudo-headers first) for what the layer reads; the first value of
-        # each, as Headers.get. Metadata is parsed here only when a -bin field could
-        # make it fail (the call then ends before its handler), else when the
-        # handler asks for it.
-        raw = stream.headers or ()
-        http_method = raw_path = content_type = raw_accept = timeout = raw_encoding = None
-        binary = False
-        for name, value in raw:
-            if name == b"content-type":
-                if content_type is None:
-                    content_type = value
-            elif name == b"grpc-accept-encoding":
-                if raw_accept is None:
-                    raw_accept = value
-            elif name == b"grpc-timeout":
-                if timeout is None:
-                    timeout = value
-            elif name == b"grpc-encoding":
-                if raw_encoding is None:
-                    raw_encoding = value
-            elif name == b":method":
-                http_method = value
-            elif name == b":path":
-                raw_path = value
-            elif name[-4:] == b"-bin":
-                binary = True
-        if http_method != b"POST":
-            await _early_abort(
-                stream, b"405", StatusCode.INTERNAL, f"method {stream.request.method} is not POST"
-            )
+        try:
+            context, method, encoding = self._open_call(stream)
+        except _Refused as refused:
+            await refused.send(stream)
             return
-        if not _is_grpc_content_type(content_type):
-            await _early_abort(
-                stream,
-                b"415",
-                StatusCode.INVALID_ARGUMENT,
-                f"invalid gRPC request content-type {content_type!r}",
-            )
-            return
-        path = "" if raw_path is None else raw_path.decode("utf-8", "surrogateescape")
-        method = self.lookup(path)
-        serializer = method.response_serializer if method else identity_serializer
-        accept = _parse_accept(raw_accept)
-        metadata = None
-        if binary:
-            try:
-                metadata = metadata_from_headers(raw)
-            except ValueError as exc:
-                await _early_abort(stream, b"200", StatusCode.INTERNAL, str(exc))
-                return
-        deadline = math.inf
-        if timeout is not None:
-            try:
-                deadline = trio.current_time() + parse_timeout(timeout)
-            except ValueError as exc:
-                await _early_abort(stream, b"200", StatusCode.INTERNAL, str(exc))
-                return
-        context = ServicerContext._create(
-            self, stream, path, metadata, deadline, accept, serializer
-        )
-        if method is None:
-            if not self._interceptors:
-                await context._send_status(
-                    StatusCode.UNIMPLEMENTED, self._unimplemented(path), NO_METADATA
-                )
-                return
-            # As grpcio and grpc-go's unknown-service handler: the interceptors see
-            # the call (a logger logs it, an auth check may refuse it first); the
-            # "handler" inside them ends it UNIMPLEMENTED.
-            method = _unimplemented_handler(self._unimplemented(path))
-        encoding = None if raw_encoding is None else raw_encoding.decode("utf-8", "surrogateescape")
-        if encoding is not None and encoding != "identity" and encoding not in SUPPORTED_ENCODINGS:
-            await context._send_status(
-                StatusCode.UNIMPLEMENTED,
-                f"grpc-encoding {encoding!r} is not supported",
-                NO_METADATA,
-            )
-            return
-        if encoding == "identity":
-            encoding = None
-        code, details, trailing = StatusCode.OK, "", NO_METADATA
-        status_details: bytes | None = None
-        unary = False  # the unary path went through: its status goes out without a wait
-        # No deadline, no scope: one that could never fire costs a cancel status per
-        # call (the transport's own scope still cancels the handler when the client
-        # resets the stream).
-        # A grpc-timeout's scope is made by the stream (move_on_at), so the handler's
-        # cancel_reason says "deadline" once it expires (unless the transport
-        # cancelled it first). It is entered and left by hand, as a with statement
-        # would: a with statement needs a context manager even without a deadline,
-        # and keeps its bound __exit__ alive for the whole call (one object more per
-        # call in flight).
+        # No deadline, no scope (the transport's own scope still cancels the handler
+        # when the client resets the stream). A grpc-timeout's scope is made by the
+        # stream (move_on_at), so the handler's cancel_reason says "deadline" once it
+        # expires (unless the transport cancelled it first). It is entered and left
+        # by hand, as a with statement would (tests/grpc_layer/test_footprint.py
+        # pins what a call in flight keeps).
+        deadline = context._deadline
         scope = None if deadline == math.inf else stream.move_on_at(deadline)
+        unary = False  # the unary path went through: its status goes out without a wait
+        failure = _NO_FAILURE
         try:
             if scope is not None:
                 scope.__enter__()
@@ -974,57 +968,148 @@ class Server:
                 if self._interceptors:
                     await self._intercepted(method, stream, encoding, context)
                 elif method.kind is MethodKind.UNARY_UNARY:
-                    # _dispatch's first case, inline: one coroutine less per call. The
-                    # _Requests (and its decoder) is a temporary: nothing keeps it
-                    # while the handler runs.
-                    request = await self._requests(stream, encoding, method, context).single()
-                    response = await method.handler(request, context)
-                    if context._code is None or context._code is StatusCode.OK:
-                        if response is None:
-                            _returned_none(method)
-                        # Queued with the status below in this one step, no schedule
-                        # point (single() checkpointed): see single().
-                        try:
-                            context._write_nowait(response)
-                        except trio.WouldBlock:
-                            await context.write(response)  # waits for write quota
+                    await self._serve_unary(method, stream, encoding, context)
                     unary = True
                 else:
-                    requests = self._requests(stream, encoding, method, context)
-                    await _dispatch(method, requests, context)
+                    await self._serve_dispatched(method, stream, encoding, context)
             except BaseException as exc:
-                if scope is None or not scope.__exit__(type(exc), exc, exc.__traceback__):
+                if not _scope_caught(scope, exc):
                     raise
             else:
                 if scope is not None:
                     scope.__exit__(None, None, None)
         except Exception as exc:
-            err = _unwrap(exc)
-            if isinstance(err, RpcError):
-                code, details, trailing = err.code, err.details, err.trailing_metadata
-                status_details = err.status_details
-            elif isinstance(err, _TRANSPORT_ERRORS) and _stream_gone(stream):
-                raise  # the stream is gone: nothing to answer
-            else:
-                log.exception("handler for %s raised", path)
-                code = StatusCode.UNKNOWN
-                details = f"Exception calling application: {type(err).__name__}"
-        if scope is not None and scope.cancelled_caught:
-            code, details, trailing = StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", NO_METADATA
-        elif code == StatusCode.OK:
-            code = context._code if context._code is not None else StatusCode.OK
-            details = context._details
-            trailing = context._trailing
-        elif not trailing:
-            trailing = context._trailing
-        if status_details is not None and trailing.get(STATUS_DETAILS_KEY) != status_details:
-            # RpcError(status_details=...) without the key in its trailing metadata.
-            pairs = [(k, v) for k, v in trailing if k != STATUS_DETAILS_KEY]
-            trailing = Metadata([*pairs, (STATUS_DETAILS_KEY, status_details)])
+            failure = _failure_status(exc, stream, context.method)
+        code, details, trailing = _final_status(context, scope, failure)
         if unary:
             context._send_status_nowait(code, details, trailing)
         else:
             await context._send_status(code, details, trailing)
+
+
+# The request headers Server.__call__ reads, by name: their index in _scan_head's list.
+_HEAD_FIELDS = {
+    b":method": 0,
+    b":path": 1,
+    b"content-type": 2,
+    b"grpc-accept-encoding": 3,
+    b"grpc-timeout": 4,
+    b"grpc-encoding": 5,
+}
+
+
+def _scan_head(raw: Sequence[tuple[bytes, bytes]]) -> tuple[list[bytes | None], bool]:
+    """One pass over the raw request block (the transport checked it: lowercase
+    names, pseudo-headers first and once each): the first value of each of
+    ``_HEAD_FIELDS`` (as Headers.get), None when absent, in that order; and True if
+    some other field is a binary (``-bin``) one."""
+    found: list[bytes | None] = [None, None, None, None, None, None]
+    binary = False
+    for name, value in raw:
+        index = _HEAD_FIELDS.get(name)
+        if index is None:
+            if name[-4:] == b"-bin":
+                binary = True
+        elif found[index] is None:
+            found[index] = value
+    return found, binary
+
+
+def _request_encoding(raw: bytes | None, context: ServicerContext) -> str | None:
+    """The request's ``grpc-encoding`` (None: absent or identity); raises _Refused
+    (UNIMPLEMENTED) for one the server does not support."""
+    if raw is None:
+        return None
+    encoding = raw.decode("utf-8", "surrogateescape")
+    if encoding == "identity":
+        return None
+    if encoding not in SUPPORTED_ENCODINGS:
+        raise _Refused(
+            StatusCode.UNIMPLEMENTED,
+            f"grpc-encoding {encoding!r} is not supported",
+            context=context,
+        )
+    return encoding
+
+
+class _Refused(Exception):
+    """A call refused before its handler runs, and how it is answered (``send``):
+    with ``http``, by ``_early_abort`` (the request is not a gRPC call the server
+    can read); with ``context``, by the call's status, trailers-only."""
+
+    def __init__(
+        self,
+        code: StatusCode,
+        details: str,
+        *,
+        http: bytes = b"200",
+        context: ServicerContext | None = None,
+    ) -> None:
+        super().__init__(code, details)
+        self.code = code
+        self.details = details
+        self.http = http
+        self.context = context
+
+    async def send(self, stream: H2Stream) -> None:
+        """Answer the refused call. Checkpoint: always. On cancellation: not sent."""
+        if self.context is None:
+            await _early_abort(stream, self.http, self.code, self.details)
+        else:
+            await self.context._send_status(self.code, self.details, NO_METADATA)
+
+
+#: (code, details, trailing metadata, status details) of a handler that raised nothing.
+_Failure: TypeAlias = tuple[StatusCode, str, Metadata, bytes | None]
+_NO_FAILURE: _Failure = (StatusCode.OK, "", NO_METADATA, None)
+
+
+def _scope_caught(scope: trio.CancelScope | None, exc: BaseException) -> bool:
+    """Leave the call's deadline scope (None: it has none) with ``exc`` raised, as
+    a with statement would: True if the scope caught it (its own cancellation)."""
+    return scope is not None and bool(scope.__exit__(type(exc), exc, exc.__traceback__))
+
+
+def _failure_status(exc: Exception, stream: H2Stream, path: str) -> _Failure:
+    """The status a handler's exception ends its call with: an RpcError's own, else
+    UNKNOWN (logged with its traceback). Raises ``exc`` again when the stream is
+    gone under the handler (nothing to answer)."""
+    err = _unwrap(exc)
+    if isinstance(err, RpcError):
+        return err.code, err.details, err.trailing_metadata, err.status_details
+    if isinstance(err, _TRANSPORT_ERRORS) and _stream_gone(stream):
+        raise exc
+    log.exception("handler for %s raised", path)
+    return (
+        StatusCode.UNKNOWN,
+        f"Exception calling application: {type(err).__name__}",
+        NO_METADATA,
+        None,
+    )
+
+
+def _final_status(
+    context: ServicerContext, scope: trio.CancelScope | None, failure: _Failure
+) -> tuple[StatusCode, str, Metadata]:
+    """The status the call ends with: DEADLINE_EXCEEDED if its deadline cancelled
+    the handler; else what the handler set on its context (it returned, or raised
+    an OK RpcError); else its failure's, with the context's trailing metadata when
+    the failure has none. RpcError(status_details=...) adds them to the trailing
+    metadata when its own lacks them."""
+    code, details, trailing, status_details = failure
+    if scope is not None and scope.cancelled_caught:
+        code, details, trailing = StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", NO_METADATA
+    elif code == StatusCode.OK:
+        code = context._code if context._code is not None else StatusCode.OK
+        details = context._details
+        trailing = context._trailing
+    elif not trailing:
+        trailing = context._trailing
+    if status_details is not None and trailing.get(STATUS_DETAILS_KEY) != status_details:
+        # RpcError(status_details=...) without the key in its trailing metadata.
+        pairs = [(k, v) for k, v in trailing if k != STATUS_DETAILS_KEY]
+        trailing = Metadata([*pairs, (STATUS_DETAILS_KEY, status_details)])
+    return code, details, trailing
 
 
 def _unimplemented_handler(details: str) -> MethodHandler:

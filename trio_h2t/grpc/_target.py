@@ -124,42 +124,62 @@ def parse_target(target: str) -> Target:
         raise ValueError(f"gRPC target {target!r}: empty, or has surrounding whitespace")
     scheme, sep, rest = target.partition(":")
     if sep and scheme in ("ipv4", "ipv6"):
-        if not rest:
-            raise ValueError(f"gRPC target {target!r}: no address after '{scheme}:'")
-        version = 4 if scheme == "ipv4" else 6
-        addresses = tuple(_literal(part, version, target) for part in rest.split(","))
-        return Target(
-            "ipv4" if version == 4 else "ipv6", _authority(*addresses[0]), addresses=addresses
-        )
+        return _ip_target(scheme, rest, target)
     if sep and scheme == "unix":
-        path = rest[2:] if rest.startswith("//") else rest
-        if rest.startswith("//") and not path.startswith("/"):
-            raise ValueError(
-                f"gRPC target {target!r}: 'unix://' takes an absolute path"
-                " (write unix:///tmp/sock or unix:relative/sock)"
-            )
-        if not path:
-            raise ValueError(f"gRPC target {target!r}: no socket path after 'unix:'")
-        return Target("unix", "localhost", path=path)
+        return _unix_target(rest, target)
+    return _dns_target(_dns_name(scheme, sep, rest, target), target)
+
+
+def _ip_target(scheme: str, rest: str, target: str) -> Target:
+    """``ipv4:`` and ``ipv6:`` targets: addresses, comma-separated."""
+    if not rest:
+        raise ValueError(f"gRPC target {target!r}: no address after '{scheme}:'")
+    version = 4 if scheme == "ipv4" else 6
+    addresses = tuple(_literal(part, version, target) for part in rest.split(","))
+    return Target(
+        "ipv4" if version == 4 else "ipv6", _authority(*addresses[0]), addresses=addresses
+    )
+
+
+def _unix_target(rest: str, target: str) -> Target:
+    """``unix:path`` (relative or absolute) and ``unix:///absolute/path``."""
+    path = rest[2:] if rest.startswith("//") else rest
+    if rest.startswith("//") and not path.startswith("/"):
+        raise ValueError(
+            f"gRPC target {target!r}: 'unix://' takes an absolute path"
+            " (write unix:///tmp/sock or unix:relative/sock)"
+        )
+    if not path:
+        raise ValueError(f"gRPC target {target!r}: no socket path after 'unix:'")
+    return Target("unix", "localhost", path=path)
+
+
+def _dns_name(scheme: str, sep: str, rest: str, target: str) -> str:
+    """The ``host[:port]`` of a DNS target: after ``dns:`` or ``dns://authority/``,
+    else the whole target (``host:port``); ValueError for an unknown scheme."""
     if sep and scheme == "dns":
-        name = rest
-        if name.startswith("//"):
-            _dns_authority, slash, name = name[2:].partition("/")
-            if not slash:
-                raise ValueError(
-                    f"gRPC target {target!r}: 'dns://' needs '/' before the name"
-                    " (write dns:///host:50051)"
-                )
-    elif sep and rest.startswith("//"):
+        if not rest.startswith("//"):
+            return rest
+        _dns_authority, slash, name = rest[2:].partition("/")
+        if not slash:
+            raise ValueError(
+                f"gRPC target {target!r}: 'dns://' needs '/' before the name"
+                " (write dns:///host:50051)"
+            )
+        return name
+    if sep and rest.startswith("//"):
         raise ValueError(f"gRPC target {target!r}: unknown scheme {scheme!r} ({_SUPPORTED})")
-    elif sep and _SCHEME.fullmatch(scheme) and ":" not in rest and not rest.isdigit():
+    if sep and _SCHEME.fullmatch(scheme) and ":" not in rest and not rest.isdigit():
         # "scheme:x" with x no port: an unsupported scheme, or a bad port.
         raise ValueError(
             f"gRPC target {target!r}: {scheme!r} is an unknown scheme ({_SUPPORTED}),"
             f" or the port must be 1..65535, not {rest!r}"
         )
-    else:
-        name = target
+    return target
+
+
+def _dns_target(name: str, target: str) -> Target:
+    """A DNS target for ``name`` (``host[:port]``)."""
     if not name:
         raise ValueError(f"gRPC target {target!r}: no host name")
     host, port = _split_host_port(name, target)
