@@ -466,6 +466,23 @@ def test_micro_grpc_server_call_runs_and_both_sides_agree() -> None:
     assert "split/before" in proc.stdout
 
 
+def test_micro_loopy_data_runs_both_writers_and_they_agree() -> None:
+    """micro/loopy_data.py runs loopy's DATA path and the plain version on both
+    workloads and finds that they put out the same bytes."""
+    proc = script("micro/loopy_data.py", "--quick")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {
+        line.split()[0]: line.split("|")
+        for line in proc.stdout.splitlines()
+        if line.startswith(("quantum ", "grpc "))
+    }
+    assert sorted(rows) == ["grpc", "quantum"], proc.stdout
+    for cells in rows.values():
+        assert cells[-1].strip() == "yes", proc.stdout  # the same bytes
+        assert float(cells[1]) > 0, proc.stdout  # loopy's µs per op
+        assert float(cells[2]) > 0, proc.stdout  # the plain writer's
+
+
 def test_benchmain_compare_prints_before_after_percentage(tmp_path: Path) -> None:
     """benchmain.py compare matches configurations and prints grpc-go's benchresult rows."""
     base = {"workload": "unary", "network": "memory", "concurrency": 10}

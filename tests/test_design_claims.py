@@ -255,8 +255,8 @@ def test_the_h2_contract_page_names_every_pinned_internal_and_event() -> None:
 
 def test_only_loopy_consumes_the_control_buffer() -> None:
     """docs/controlbuf.md I5: "Only loopy calls ``get``, ``get_nowait`` and
-    ``discard_batch``" (and ``poll``, its non-blocking take): loopy's run and final
-    write, and ``run_loopy`` (loopy's task in the connection), each only; the buffer's
+    ``discard_batch``" (and ``poll``, its non-blocking take): loopy's loop (``_serve``)
+    and final write, and ``run_loopy`` (loopy's task in the connection), each only; the buffer's
     own methods call one another. (``timer.poll`` in ``_keepalive.py`` is the ping
     timer's, another object.)"""
     own = {"get", "get_nowait", "poll", "close_consumer"}
@@ -266,12 +266,12 @@ def test_only_loopy_consumes_the_control_buffer() -> None:
         ("_loopy.py", "_final_write"),
     }
     assert {s for s in _call_sites("poll") if s[0] not in ("_controlbuf.py", "_keepalive.py")} == {
-        ("_loopy.py", "run")
+        ("_loopy.py", "_serve")
     }
     inside = {s[1] for s in _call_sites("discard_batch") | _call_sites("get_nowait")}
     assert {f for f in inside if f not in ("run_loopy", "_final_write")} <= own
     awaited_gets = _awaited_calls("get")
-    assert awaited_gets == {("_loopy.py", "run")}, awaited_gets
+    assert awaited_gets == {("_loopy.py", "_serve")}, awaited_gets
 
 
 def _awaited_calls(method: str) -> set[tuple[str, str]]:

@@ -48,13 +48,12 @@ item (DATA, HEADERS, trailers, a stream WINDOW_UPDATE) resets that stream with
 RST_STREAM(INTERNAL_ERROR), fails it for its task with a ``StreamResetError`` whose
 ``__cause__`` is the exception, drops its queued output (returning its write quota),
 logs it on the ``trio_h2t`` logger, and loopy serves on. A ``StartStream`` whose
-HEADERS cannot be framed fails its opener instead (nothing went out). The ``try``
-costs nothing per item in CPython 3.11+ (zero-cost exceptions). The connection's own
-I/O errors, ``_Stop``, and faults in connection-level items (PING, SETTINGS, GOAWAY,
-a connection WINDOW_UPDATE) still end loopy: those belong to the connection. Such a
-fault (any unexpected exception but one from ``send_all``) is reported to the
-connection (``LoopyCore.fault``) before loopy's last write, which therefore carries
-GOAWAY(INTERNAL_ERROR); this connection ends, and no other.
+HEADERS cannot be framed fails its opener instead (nothing went out). The
+connection's own I/O errors, ``_Stop``, and faults in connection-level items (PING,
+SETTINGS, GOAWAY, a connection WINDOW_UPDATE) still end loopy: those belong to the
+connection. Such a fault (any unexpected exception but one from ``send_all``) is
+reported to the connection (``LoopyCore.fault``) before loopy's last write, which
+therefore carries GOAWAY(INTERNAL_ERROR); this connection ends, and no other.
 
 On exit, for any reason but a failed or interrupted write (an I/O error, or a
 cancellation that arrived inside ``send_all``: the wire may then end mid-frame, so
@@ -76,7 +75,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Protocol, cast, final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, cast, final
 
 import trio
 from h2.connection import ConnectionState
@@ -115,7 +115,7 @@ log = logging.getLogger("trio_h2t")
 #: Most pieces one ``sendmsg`` takes (POSIX IOV_MAX is at least 16; Linux and the
 #: BSDs allow 1024).
 _IOV_MAX = 1024
-#: Read once per item: on CPython 3.11 each ``ConnectionState.CLOSED`` read allocates.
+#: h2's connection state once it has ended the connection (``Loopy._handle``).
 _H2_CLOSED = ConnectionState.CLOSED
 
 
@@ -263,9 +263,9 @@ class Loopy:
         # they parked (round robin), the same on every run.
         self._waiting: dict[OutStream, None] = {}
         # Invariant: an entry is in _conn_waiting iff its state is OUT_CONN_WAITING
-        # (its next DATA needs the exhausted connection window). A list, not a
-        # deque: only appended, removed and emptied whole, and an empty list costs
-        # 56 bytes where a deque costs 760 (idle connections).
+        # (its next DATA needs the exhausted connection window). A list: only
+        # appended, removed and emptied whole; an idle connection keeps it
+        # (benchmarks/idle_footprint.py).
         self._conn_waiting: list[OutStream] = []
         # What is framed and not yet written, in order: h2's buffers taken at each
         # DATA frame (ending in its header), payloads, GOAWAYs; h2's own buffer
@@ -340,39 +340,11 @@ class Loopy:
         ``FINAL_WRITE_TIMEOUT``, skipped after a failed or cut write); queued output
         not yet framed is dropped, its write quota returned.
         """
-        cbuf = self._cbuf
         exit_error: BaseException | None = None
         with trio.CancelScope() as run_scope:
             self._write_scope = run_scope
             try:
-                while True:
-                    # 1. Block only when there is nothing at all to do.
-                    self._handle(await cbuf.get())
-                    self._process_data()
-                    yielded = False
-                    # 2. Drain without blocking.
-                    while True:
-                        item = cbuf.poll()
-                        if item is None:
-                            if self._process_data():
-                                if self._pending() >= self._write_buffer_size:
-                                    await self._flush()
-                                continue
-                            pending = self._pending()
-                            if pending == 0:
-                                break
-                            # 3. Yield once if the batch is small, then flush.
-                            if not yielded and pending < self._min_batch:
-                                yielded = True
-                                self._yields += 1
-                                await trio.lowlevel.checkpoint()
-                                continue
-                            await self._flush()
-                            break
-                        self._handle(item)
-                        self._process_data()
-                        if self._pending() >= self._write_buffer_size:
-                            await self._flush()
+                await self._serve()
             except _Stop:
                 await self._final_write()
             except ConnectionClosingError as exc:  # the buffer was finished: the end
@@ -406,6 +378,38 @@ class Loopy:
                 self._cbuf.close_consumer(error)
         if run_scope.cancelled_caught:  # cut_write: the connection was failed meanwhile
             raise self._core.closing_error()
+
+    async def _serve(self) -> None:
+        """Loopy's loop (the module docstring's three steps), until an exception ends it."""
+        cbuf = self._cbuf
+        while True:
+            # 1. Block only when there is nothing at all to do.
+            self._handle(await cbuf.get())
+            self._process_data()
+            yielded = False
+            # 2. Drain without blocking.
+            while True:
+                item = cbuf.poll()
+                if item is None:
+                    if self._process_data():
+                        if self._pending() >= self._write_buffer_size:
+                            await self._flush()
+                        continue
+                    pending = self._pending()
+                    if pending == 0:
+                        break
+                    # 3. Yield once if the batch is small, then flush.
+                    if not yielded and pending < self._min_batch:
+                        yielded = True
+                        self._yields += 1
+                        await trio.lowlevel.checkpoint()
+                        continue
+                    await self._flush()
+                    break
+                self._handle(item)
+                self._process_data()
+                if self._pending() >= self._write_buffer_size:
+                    await self._flush()
 
     async def _final_write(self) -> None:
         """Loopy's last write: what is framed, then the GOAWAY still owed, if any.
@@ -468,7 +472,7 @@ class Loopy:
         chunks = self._chunks
         size = self._chunk_bytes
         h2 = self._h2
-        if h2.pending_bytes():  # else take_outbound would swap in a new buffer for nothing
+        if h2.pending_bytes():  # h2's buffer, if it holds anything
             tail = h2.take_outbound()
             chunks.append(tail)
             size += len(tail)
@@ -483,10 +487,10 @@ class Loopy:
             if len(chunks) == 1:
                 await self._transport.send_all(chunks[0])
             elif self._sock is not None:
-                # The usual flush: one sendmsg takes it all, without a coroutine;
-                # send_vectored writes what is left, waits while the socket is
-                # full, and raises send_all's errors (an OSError here wrote
-                # nothing: its own sendmsg meets it again).
+                # The usual flush: one sendmsg takes it all; send_vectored writes
+                # what is left, waits while the socket is full, and raises
+                # send_all's errors (an OSError here wrote nothing: its own
+                # sendmsg meets it again).
                 sent = 0
                 raw = self._raw
                 if raw is not None and len(chunks) <= _IOV_MAX:
@@ -511,105 +515,112 @@ class Loopy:
     # ------------------------------------------------------------------ items
 
     def _handle(self, item: ControlItem) -> None:
-        h2 = self._h2
-        if h2.state_machine.state is _H2_CLOSED:
+        """Handle one control item: its handler in ``_HANDLERS``, by the item's class.
+
+        A fault in a stream's item fails only that stream (``_item_failed``); a fault
+        in a connection-level item is the connection's (raised).
+        """
+        if self._h2.state_machine.state is _H2_CLOSED:
             # h2 ended the connection itself (the peer broke the protocol; the
             # reader queued CloseConnection): it now refuses every frame but the
             # GOAWAY it already framed. Drop this item and flush that GOAWAY.
             item.orphan(self._core.closing_error())
             raise _Stop
+        handler = _HANDLERS.get(type(item))
+        if handler is None:  # pragma: no cover - a new item type without a handler is a bug
+            raise AssertionError(f"loopy has no handler for {item!r}")
         try:
-            # DATA, one per write, is tested before the ``match``: a matching class
-            # pattern allocates an empty set and list (CPython's MATCH_CLASS), and the
-            # write path allocates nothing it can avoid (grpc-go #8668;
-            # docs/architecture.md, "Allocations per write").
-            # An item's ``stream`` is typed as the ItemStream protocol (_items.py
-            # cannot import _stream); every item is built for an H2Stream. On the
-            # per-item paths the type checker is told so under TYPE_CHECKING, which
-            # costs nothing at run time (``cast`` is a call).
-            if type(item) is Data:
-                stream = item.stream
-                if TYPE_CHECKING:
-                    assert isinstance(stream, H2Stream)
-                sid = stream.stream_id
-                out = self._outs.get(sid)
-                if out is None:  # the stream's first item: make its entry
-                    if not sid or stream.core_output_over:
-                        item.release()  # its output is over: nothing more is written
-                        return
-                    out = self._outs[sid] = OutStream(stream)
-                self._queue_output(out, item)
-                return
-            # ``match`` with class patterns, most frequent first (HEADERS carry every
-            # stream; the rest come with the peer's frames or a stream's end); mypy
-            # narrows ``item`` in each case. Each case tried costs an isinstance()
-            # call, the matching one an empty set, list and tuple too
-            # (Reader._dispatch; benchmarks/results/2026-12-04.md, "``match``
-            # against ``type(x) is`` dispatch"). No item class subclasses another.
-            match item:
-                case Headers():
-                    stream = item.stream
-                    if TYPE_CHECKING:
-                        assert isinstance(stream, H2Stream)
-                    sid = stream.stream_id
-                    out = self._outs.get(sid)
-                    if out is None:  # the stream's first item: make its entry
-                        if not sid or stream.core_output_over:
-                            return  # its output is over
-                        out = self._outs[sid] = OutStream(stream)
-                    if out.state == OUT_EMPTY:
-                        self._write_headers(out, item)  # nothing queued: write at once
-                    else:
-                        self._queue_output(out, item)  # trailers go after queued data
-                case StartStream():
-                    self._start_stream(item)
-                case WindowUpdate():
-                    target = cast("H2Stream | None", item.stream)
-                    if target is None:
-                        h2.increment_flow_control_window(item.increment)
-                        self._frames += 1
-                    elif not target.core_closed and target.stream_id:
-                        try:
-                            h2.increment_flow_control_window(item.increment, target.stream_id)
-                            self._frames += 1
-                        except (StreamClosedError, KeyError, ProtocolError):
-                            pass  # the stream ended meanwhile: nothing is owed
-                case PeerResponse():
-                    self._frames += 1  # its bytes already sit in h2's buffer
-                case WindowOpened():
-                    self._core.window_opened_handled(item)
-                    self._window_opened(item)
-                case Ping():
-                    h2.ping(item.data)
-                    self._frames += 1
-                    self._core.on_ping_written(item.data)
-                case ResetStream():
-                    stream = cast(H2Stream, item.stream)
-                    if item.after_end:
-                        self._reset_after_end(stream, item.error_code)
-                    else:
-                        self._reset(stream, item.error_code)
-                case StreamDone():
-                    # Over for loopy: nothing more is written for it, no RST is owed.
-                    stream = cast(H2Stream, item.stream)
-                    out = self._outs.get(stream.stream_id)
-                    if out is not None:
-                        self._drop_output(out)
-                    stream.loopy_output_reset()
-                case Settings():
-                    h2.update_settings(dict(item.changes))
-                    self._frames += 1
-                case GoAway():
-                    self._write_goaway(item)
-                case CloseConnection():
-                    raise _Stop
-                case _:  # pragma: no cover - a new item type without a handler is a bug
-                    raise AssertionError(f"loopy has no handler for {item!r}")
+            handler(self, item)
         except (_Stop, trio.BrokenResourceError, trio.ClosedResourceError):
             raise
         except Exception as exc:
             if not self._item_failed(item, exc):
                 raise
+
+    # One handler per item class (``_HANDLERS``, after the class). An item's
+    # ``stream`` is typed as the ItemStream protocol (_items.py cannot import
+    # _stream); every item is built for an H2Stream, which mypy is told with
+    # ``cast`` or an assert under TYPE_CHECKING.
+
+    def _handle_data(self, item: Data) -> None:
+        """Queue a DATA payload on its stream (written by ``_process_data``)."""
+        stream = item.stream
+        if TYPE_CHECKING:
+            assert isinstance(stream, H2Stream)
+        sid = stream.stream_id
+        out = self._outs.get(sid)
+        if out is None:  # the stream's first item: make its entry
+            if not sid or stream.core_output_over:
+                item.release()  # its output is over: nothing more is written
+                return
+            out = self._outs[sid] = OutStream(stream)
+        self._queue_output(out, item)
+
+    def _handle_headers(self, item: Headers) -> None:
+        """A response's HEADERS go out at once; trailers wait for the queued data."""
+        stream = item.stream
+        if TYPE_CHECKING:
+            assert isinstance(stream, H2Stream)
+        sid = stream.stream_id
+        out = self._outs.get(sid)
+        if out is None:  # the stream's first item: make its entry
+            if not sid or stream.core_output_over:
+                return  # its output is over
+            out = self._outs[sid] = OutStream(stream)
+        if out.state == OUT_EMPTY:
+            self._write_headers(out, item)  # nothing queued: write at once
+        else:
+            self._queue_output(out, item)  # trailers go after queued data
+
+    def _handle_window_update(self, item: WindowUpdate) -> None:
+        """Our WINDOW_UPDATE: the connection's, or a stream's while it is open."""
+        h2 = self._h2
+        target = cast("H2Stream | None", item.stream)
+        if target is None:
+            h2.increment_flow_control_window(item.increment)
+            self._frames += 1
+        elif not target.core_closed and target.stream_id:
+            try:
+                h2.increment_flow_control_window(item.increment, target.stream_id)
+                self._frames += 1
+            except (StreamClosedError, KeyError, ProtocolError):
+                pass  # the stream ended meanwhile: nothing is owed
+
+    def _handle_peer_response(self, item: PeerResponse) -> None:
+        """The reader's answer to a peer's frame (SETTINGS ACK, PING ACK, ...)."""
+        self._frames += 1  # its bytes already sit in h2's buffer
+
+    def _handle_window_opened(self, item: WindowOpened) -> None:
+        """The peer reopened a send window: parked streams may move."""
+        self._core.window_opened_handled(item)
+        self._window_opened(item)
+
+    def _handle_ping(self, item: Ping) -> None:
+        self._h2.ping(item.data)
+        self._frames += 1
+        self._core.on_ping_written(item.data)
+
+    def _handle_reset_stream(self, item: ResetStream) -> None:
+        stream = cast(H2Stream, item.stream)
+        if item.after_end:
+            self._reset_after_end(stream, item.error_code)
+        else:
+            self._reset(stream, item.error_code)
+
+    def _handle_stream_done(self, item: StreamDone) -> None:
+        """Over for loopy: nothing more is written for the stream, no RST is owed."""
+        stream = cast(H2Stream, item.stream)
+        out = self._outs.get(stream.stream_id)
+        if out is not None:
+            self._drop_output(out)
+        stream.loopy_output_reset()
+
+    def _handle_settings(self, item: Settings) -> None:
+        self._h2.update_settings(dict(item.changes))
+        self._frames += 1
+
+    def _handle_close_connection(self, item: CloseConnection) -> None:
+        raise _Stop
 
     def _item_failed(self, item: ControlItem, exc: Exception) -> bool:
         """Confine a fault in handling ``item`` to its stream.
@@ -661,7 +672,7 @@ class Loopy:
     def _start_stream(self, item: StartStream) -> None:
         core = self._core
         stream = item.stream
-        if TYPE_CHECKING:  # as in _handle: no call on the per-stream path
+        if TYPE_CHECKING:
             assert stream is None or isinstance(stream, H2Stream)
         error = core.refuse_new_stream_error()
         if error is not None:
@@ -771,122 +782,156 @@ class Loopy:
     def _process_data(self) -> bool:
         """Write one quantum for the stream at the head of the active list.
 
+        The round robin's step: the head stream leaves the list for its turn, and
+        goes back to the tail only if it has more to write and may move
+        (``_after_write``); it may park on a window instead, or its output may end.
         Returns False if there is no active stream, True otherwise (something was
-        written, or the head stream was parked or dropped).
+        written, or the head stream was parked or dropped). A fault in framing fails
+        only that stream (``_stream_failed``).
         """
         active = self._active
         if not active:
             return False
-        h2 = self._h2
-        out = active[0]
-        stream = out.stream
+        out = active.popleft()
+        out.state = OUT_EMPTY  # off the list for its turn
         try:
             queue = out.queue
             assert queue is not None  # an active stream has output queued
             item = queue[0]
             if isinstance(item, Headers):  # trailers reached the head of the queue
-                active.popleft()
                 queue.popleft()
-                out.state = OUT_EMPTY
                 self._write_headers(out, item)
                 self._after_write(out)
-                return True
-            payload = item.payload
-            offset = out.offset
-            remaining = len(payload) - offset
-            sid = stream.stream_id
-            if remaining == 0:
-                # Empty DATA (END_STREAM only) needs no window (h2 >= 4.4 allows it).
-                active.popleft()
-                queue.popleft()
-                out.state = OUT_EMPTY
-                if item.end_stream:
-                    try:
-                        h2.send_data(sid, b"", end_stream=True)
-                        self._frames += 1
-                        self._data_frames += 1
-                        self._local_end(out)
-                    except StreamClosedError:
-                        # The peer reset the stream after this item was queued: the
-                        # reader closed it (h2 may have forgotten it), and the
-                        # StreamDone it queued is still behind this item.
-                        self._drop_output(out)
-                        item.release()  # taken off the queue: not dropped above
-                        return True
-                item.release()
-                self._after_write(out)
-                return True
-            if h2.outbound_flow_control_window <= 0:
-                # Park on the connection window; streams behind whose output needs
-                # no window (trailers, an empty END_STREAM) are not held up by it.
-                active.popleft()
-                out.state = OUT_CONN_WAITING
-                self._conn_waiting.append(out)
-                return True
-            # h2's local_flow_control_window (the smaller of the two windows) inline
-            # for a stream h2 holds; any other takes h2's call, and its error.
-            h2_stream = h2.streams.get(sid)
-            if h2_stream is not None:
-                window = h2_stream.outbound_flow_control_window
-                if h2.outbound_flow_control_window < window:
-                    window = h2.outbound_flow_control_window
+            elif len(item.payload) == out.offset:  # an empty DATA: END_STREAM only
+                self._write_empty_data(out, item)
             else:
-                try:
-                    window = h2.local_flow_control_window(sid)
-                except (StreamClosedError, KeyError, ProtocolError):
-                    active.popleft()
-                    out.state = OUT_EMPTY
-                    self._drop_output(out)
-                    return True
-            if window <= 0:
-                active.popleft()
-                out.state = OUT_WAITING
-                self._waiting[out] = None
-                return True
-            size = min(remaining, window, h2.max_outbound_frame_size, self._max_frame)
-            done = size == remaining
-            # The payload as it came (a whole bytes object), else a view of it: no copy.
-            # Made before frame_data: once h2 has handed over its buffer (this frame's
-            # header and whatever it framed before) nothing may raise, or those bytes
-            # and the window frame_data took would be lost.
-            if offset == 0 and done:
-                # Whole: bytes as they are; any other buffer as one view of it, held
-                # until the flush (a bytearray cannot be resized meanwhile).
-                chunk: bytes | memoryview = (
-                    payload if type(payload) is bytes else memoryview(payload)
-                )
-            else:
-                chunk = memoryview(payload)[offset : offset + size]
-            try:
-                head = h2.frame_data(sid, size, done and item.end_stream)
-            except StreamClosedError:
-                active.popleft()
-                out.state = OUT_EMPTY
-                self._drop_output(out)
-                return True
-            self._chunks += (head, chunk)
-            self._chunk_bytes += len(head) + size
-            self._frames += 1
-            self._data_frames += 1
-            active.popleft()
-            if done:
-                queue.popleft()
-                out.offset = 0
-                item.release()
-                if item.end_stream:
-                    out.state = OUT_EMPTY
-                    self._local_end(out)
-                    return True
-            else:
-                out.offset = offset + size
-            out.state = OUT_EMPTY
-            self._after_write(out)
-            return True
+                self._write_quantum(out, item)
         except (_Stop, trio.BrokenResourceError, trio.ClosedResourceError):
             raise
         except Exception as exc:
-            self._stream_failed(stream, exc)
-            return True
+            self._stream_failed(out.stream, exc)
+        return True
+
+    def _write_empty_data(self, out: OutStream, item: Data) -> None:
+        """An empty DATA at the head of the queue: END_STREAM, if it carries it.
+
+        It needs no window (h2 >= 4.4 allows it), so it goes out even while the
+        windows are shut.
+        """
+        queue = out.queue
+        assert queue is not None
+        queue.popleft()
+        if item.end_stream:
+            try:
+                self._h2.send_data(out.stream.stream_id, b"", end_stream=True)
+                self._frames += 1
+                self._data_frames += 1
+                self._local_end(out)
+            except StreamClosedError:
+                # The peer reset the stream after this item was queued: the
+                # reader closed it (h2 may have forgotten it), and the
+                # StreamDone it queued is still behind this item.
+                self._drop_output(out)
+                item.release()  # taken off the queue: not dropped above
+                return
+        item.release()
+        self._after_write(out)
+
+    def _write_quantum(self, out: OutStream, item: Data) -> None:
+        """One DATA frame of ``item``, the head of ``out``'s queue, as the windows allow.
+
+        With the connection window shut, the stream parks on it (``OUT_CONN_WAITING``):
+        the streams behind whose output needs no window (trailers, an empty
+        END_STREAM) are not held up by it. With its own window shut, it parks
+        (``OUT_WAITING``) until the peer reopens that window.
+        """
+        h2 = self._h2
+        if h2.outbound_flow_control_window <= 0:
+            out.state = OUT_CONN_WAITING
+            self._conn_waiting.append(out)
+            return
+        window = self._send_window(out.stream.stream_id)
+        if window is None:  # h2 closed the stream: its output is over
+            self._drop_output(out)
+            return
+        if window <= 0:
+            out.state = OUT_WAITING
+            self._waiting[out] = None
+            return
+        remaining = len(item.payload) - out.offset
+        size = min(remaining, window, h2.max_outbound_frame_size, self._max_frame)
+        if not self._frame_quantum(out, item, size):
+            self._drop_output(out)
+            return
+        self._quantum_written(out, item, size)
+
+    def _send_window(self, stream_id: int) -> int | None:
+        """The bytes stream ``stream_id`` may send now: the smaller of its window and
+        the connection's (h2's ``local_flow_control_window``), read from the stream h2
+        holds; None if h2 holds it no longer (closed, or forgotten).
+
+        A hot path (each DATA frame): ``benchmarks/micro/loopy_data.py`` compares it
+        with h2's call.
+        """
+        h2 = self._h2
+        h2_stream = h2.streams.get(stream_id)
+        if h2_stream is None:
+            try:
+                return h2.local_flow_control_window(stream_id)
+            except (StreamClosedError, KeyError, ProtocolError):
+                return None
+        return min(h2_stream.outbound_flow_control_window, h2.outbound_flow_control_window)
+
+    def _frame_quantum(self, out: OutStream, item: Data, size: int) -> bool:
+        """Frame ``size`` bytes of ``item``'s payload from ``out.offset`` as one DATA
+        frame: its header from h2 (``H2State.frame_data``), then the payload itself,
+        not a copy of it, appended to what the next flush writes. Returns False if h2
+        finds the stream closed (nothing was framed).
+
+        A hot path (each DATA frame): ``benchmarks/micro/loopy_data.py`` compares it
+        with h2's ``send_data`` of a slice.
+        """
+        payload = item.payload
+        offset = out.offset
+        done = offset + size == len(payload)
+        # The payload as it came (a whole bytes object), else a view of it. Made
+        # before frame_data: once h2 has handed over its buffer (this frame's header
+        # and whatever it framed before) nothing may raise, or those bytes and the
+        # window frame_data took would be lost.
+        if offset == 0 and done:
+            # Whole: bytes as they are; any other buffer as one view of it, held
+            # until the flush (a bytearray cannot be resized meanwhile).
+            chunk: bytes | memoryview = payload if type(payload) is bytes else memoryview(payload)
+        else:
+            chunk = memoryview(payload)[offset : offset + size]
+        try:
+            head = self._h2.frame_data(out.stream.stream_id, size, done and item.end_stream)
+        except StreamClosedError:
+            return False
+        self._chunks += (head, chunk)
+        self._chunk_bytes += len(head) + size
+        self._frames += 1
+        self._data_frames += 1
+        return True
+
+    def _quantum_written(self, out: OutStream, item: Data, size: int) -> None:
+        """``size`` more bytes of ``item`` are framed: the item is done once all are
+        (its write quota returns), and its END_STREAM ends the stream's output;
+        otherwise the stream takes its next turn at the tail."""
+        offset = out.offset + size
+        if offset < len(item.payload):
+            out.offset = offset
+            self._after_write(out)
+            return
+        queue = out.queue
+        assert queue is not None
+        queue.popleft()
+        out.offset = 0
+        item.release()
+        if item.end_stream:
+            self._local_end(out)
+        else:
+            self._after_write(out)
 
     def _after_write(self, out: OutStream) -> None:
         # The stream was just taken off the head; decide where it goes next (its
@@ -925,9 +970,9 @@ class Loopy:
         queue = out.queue
         if queue is not None:
             # Let the deque go: a stream whose output is over (most often, a client's
-            # request sent while it waits for the response) keeps no empty one, an
-            # object less per call in flight for the cyclic collector to promote
-            # (docs/grpc.md, "Latency and the cyclic collector").
+            # request sent while it waits for the response) keeps no empty one
+            # (objects per call in flight: benchmarks/grpc_icount.py --objects;
+            # docs/grpc.md, "Latency and the cyclic collector").
             out.queue = None
             while queue:
                 item = queue.popleft()
@@ -944,3 +989,20 @@ class Loopy:
         self._active.clear()
         self._waiting.clear()
         self._conn_waiting.clear()
+
+
+#: Loopy's handler for each control item class (no item class subclasses another).
+_HANDLERS: dict[type[ControlItem], Callable[[Loopy, Any], None]] = {
+    Data: Loopy._handle_data,
+    Headers: Loopy._handle_headers,
+    StartStream: Loopy._start_stream,
+    WindowUpdate: Loopy._handle_window_update,
+    PeerResponse: Loopy._handle_peer_response,
+    WindowOpened: Loopy._handle_window_opened,
+    Ping: Loopy._handle_ping,
+    ResetStream: Loopy._handle_reset_stream,
+    StreamDone: Loopy._handle_stream_done,
+    Settings: Loopy._handle_settings,
+    GoAway: Loopy._write_goaway,
+    CloseConnection: Loopy._handle_close_connection,
+}
