@@ -456,6 +456,17 @@ def test_micro_ceiling_runs_both_states() -> None:
         assert "RPCs/s median" in proc.stdout
 
 
+def test_micro_reader_dispatch_runs_both_designs_and_they_agree() -> None:
+    """micro/reader_dispatch.py dispatches a unary call's events and 100 streams' DATA
+    through the reader's handler table and through the plain chain, and both leave the
+    same stream states (it exits non-zero if they differ)."""
+    proc = script("micro/reader_dispatch.py", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["unary", "data"], proc.stdout
+    assert all(line.endswith("results agree") and "table/plain" in line for line in lines)
+
+
 def test_benchmain_compare_prints_before_after_percentage(tmp_path: Path) -> None:
     """benchmain.py compare matches configurations and prints grpc-go's benchresult rows."""
     base = {"workload": "unary", "network": "memory", "concurrency": 10}
