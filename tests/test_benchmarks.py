@@ -481,6 +481,15 @@ def test_micro_loopy_data_runs_both_writers_and_they_agree() -> None:
         assert cells[-1].strip() == "yes", proc.stdout  # the same bytes
         assert float(cells[1]) > 0, proc.stdout  # loopy's µs per op
         assert float(cells[2]) > 0, proc.stdout  # the plain writer's
+def test_micro_reader_dispatch_runs_both_designs_and_they_agree() -> None:
+    """micro/reader_dispatch.py dispatches a unary call's events and 100 streams' DATA
+    through the reader's handler table and through the plain chain, and both leave the
+    same stream states (it exits non-zero if they differ)."""
+    proc = script("micro/reader_dispatch.py", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["unary", "data"], proc.stdout
+    assert all(line.endswith("results agree") and "table/plain" in line for line in lines)
 
 
 def test_benchmain_compare_prints_before_after_percentage(tmp_path: Path) -> None:

@@ -23,6 +23,13 @@ its ``__slots__`` named with a ``TASK_INTERFACE_PREFIXES`` prefix): those change
 through the stream's methods.
 
 (h2's own stream objects, which ``_h2fast.py`` reaches into, have other names.)
+
+And it keeps the reader's own state off the stream: every field of ``H2Stream`` the
+reader's methods (``reader_*``, and the private helpers only they call) touch must
+also be touched by another task's (``test_no_reader_only_state_on_the_stream``).
+What the reader writes on a stream is a hand-off to the stream task (the received
+headers, the data queue, the trailers, the end); state only the reader uses (its
+buffer's view holders, its flood and credit counters) lives in the reader.
 """
 
 from __future__ import annotations
@@ -171,3 +178,134 @@ def f(stream, item, found, other, conn):
     found = violations(planted, "planted.py", private, shared, _stream_fields())
     lines = sorted(int(v.split(":")[1]) for v in found)
     assert lines == [3, 4, 5, 6, 7, 12, 13], found
+
+
+# ------------------------------------------------- the reader's state stays off H2Stream
+
+
+def _method_tasks(cls: ast.ClassDef) -> dict[str, set[str]]:
+    """For each method of ``cls``, the tasks' prefixes it runs for: its own
+    (``reader_`` ...), or, for a private helper, those of every method that calls it
+    (to a fixed point); a public method's task is ``"user"``."""
+    methods = {
+        node.name: node
+        for node in cls.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    callers: dict[str, set[str]] = {name: set() for name in methods}
+    for name, node in methods.items():
+        for sub in ast.walk(node):
+            if (
+                isinstance(sub, ast.Attribute)
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == "self"
+                and sub.attr in methods
+                and sub.attr != name
+            ):
+                callers[sub.attr].add(name)
+    tasks: dict[str, set[str]] = {}
+    for name in methods:
+        own = next((p for p in TASK_INTERFACE_PREFIXES if name.startswith(p)), None)
+        if own is not None:
+            tasks[name] = {own}
+        elif not _is_private(name):
+            tasks[name] = {"user"}
+        else:
+            tasks[name] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name in methods:
+            if not _is_private(name):
+                continue
+            found = set().union(*(tasks[c] for c in callers[name])) if callers[name] else set()
+            if found - tasks[name]:
+                tasks[name] |= found
+                changed = True
+    return tasks
+
+
+def reader_only_fields(source: str, filename: str) -> set[str]:
+    """The ``__slots__`` of ``H2Stream`` in ``source`` that only the reader's methods
+    touch (besides ``__init__``): state that belongs in the reader's own table, not
+    on the stream. A field the reader writes and another task reads is a hand-off
+    (headers, chunks, trailers, the end) and is not reported."""
+    tree = ast.parse(source, filename)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "H2Stream")
+    slots = {
+        e.value
+        for node in cls.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets)
+        and isinstance(node.value, ast.Tuple | ast.List)
+        for e in node.value.elts
+        if isinstance(e, ast.Constant) and isinstance(e.value, str)
+    }
+    tasks = _method_tasks(cls)
+    touched_by: dict[str, set[str]] = {name: set() for name in slots}
+    for node in cls.body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if node.name == "__init__":
+            continue
+        for sub in ast.walk(node):
+            if (
+                isinstance(sub, ast.Attribute)
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == "self"
+                and sub.attr in touched_by
+            ):
+                touched_by[sub.attr] |= tasks[node.name] or {"?"}
+    return {name for name, by in touched_by.items() if by == {"reader_"}}
+
+
+def test_no_reader_only_state_on_the_stream() -> None:
+    """Every H2Stream field the reader touches is also read by another task (a
+    hand-off): state only the reader uses lives in the reader, not on the stream."""
+    source = STREAM_MODULE.read_text()
+    assert reader_only_fields(source, str(STREAM_MODULE)) == set()
+    tasks = _method_tasks(
+        next(
+            n
+            for n in ast.parse(source).body
+            if isinstance(n, ast.ClassDef) and n.name == "H2Stream"
+        )
+    )
+    assert tasks["reader_deliver_data"] == {"reader_"}
+    assert "reader_" in tasks["_consumed"]  # padding, from reader_deliver_data
+    assert "user" in tasks["_consumed"]  # and the application's reads
+
+
+def test_a_planted_reader_only_field_is_caught() -> None:
+    """A field only reader_* methods (or helpers only they call) touch is reported; a
+    hand-off the stream task reads, or a field another task writes, is not."""
+    planted = """
+class H2Stream:
+    __slots__ = ("_frames_seen", "_credit", "_trailers", "_shared", "stream_id")
+
+    def __init__(self):
+        self._frames_seen = 0
+        self._credit = 0
+        self._trailers = None
+        self._shared = 0
+        self.stream_id = 1
+
+    @property
+    def trailers(self):
+        return self._trailers           # the stream task reads the hand-off
+
+    def receive_some(self):
+        self._shared -= 1                # the stream task writes it too
+
+    def reader_deliver_data(self, n):
+        self._frames_seen += 1           # only the reader: caught
+        self._count(n)
+        self._shared += n
+
+    def reader_deliver_trailers(self, headers):
+        self._trailers = headers
+
+    def _count(self, n):                 # called only by the reader
+        self._credit -= n                # so only the reader: caught
+"""
+    assert reader_only_fields(planted, "planted.py") == {"_frames_seen", "_credit"}

@@ -11,6 +11,17 @@ that floods them without reading is stopped by the gate instead of being buffere
 without bound (window items are not throttled; ``_items.py`` says why and what
 bounds them).
 
+Each event goes to the handler of its class (``_HANDLERS``: ``Reader._on_data``,
+``_on_stream_ended``, ``_on_request_received``...), one method per event kind; the
+handlers of a call's events (headers, DATA, END_STREAM) are its hot path, guarded by
+benchmarks/micro/reader_dispatch.py against a plain ``if``/``elif`` chain.
+
+Ownership: every field of ``Reader`` is the reader's (its tags say so), and so is
+what it keeps per stream: the streams holding views of its frame buffers. What it
+writes on a stream is a hand-off to the stream task (``H2Stream.reader_deliver_*``:
+headers, data, trailers, the end); nothing on the stream is the reader's alone
+(tests/test_stream_privacy.py).
+
 The reader changes the connection's shared state (``ConnectionCore``) only between
 two awaits, and hands loopy everything that must be written as a control item.
 What a new request becomes is not the reader's business: a server gives it an
@@ -34,7 +45,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import h2.events
 import h2.exceptions
@@ -150,11 +161,10 @@ def _buffer_reader(
 
         return receive
     sock = transport.socket
-    # Reading the stdlib socket directly saves trio's recv_into wrapper its context
-    # manager and its schedule point on success: the reader's loop already has one
-    # per read (wait_unthrottled), which also checked cancellation. What else the
-    # wrapper does is done here (_sockopts.py): the same stream errors, and a socket
-    # already closed is ClosedResourceError, not a wait on file descriptor -1.
+    # The stdlib socket is read directly: the reader's loop already has the schedule
+    # point and the cancellation check of each read (wait_unthrottled). What trio's
+    # recv_into does besides is done here (_sockopts.py): the same stream errors, and
+    # a socket already closed is ClosedResourceError, not a wait on file descriptor -1.
     raw = stdlib_socket(sock)
     recv_into = raw.recv_into if raw is not None else None
 
@@ -351,11 +361,10 @@ class Reader:
         """Forget the holders that no longer queue a view of ``buf``.
 
         A frame buffer carries hundreds of small messages before it is reused,
-        and a finished stream held here would live until then: long enough for
-        the garbage collector to promote it, and all it refers to, to an older
-        generation (benchmarks/results/2026-12-06.md, "What kept the client's
-        objects alive"). Run when the set has doubled since the last pruning, so the cost
-        is constant per view handed out.
+        and a finished stream held here would stay alive, with all it refers to,
+        until then (benchmarks/results/2026-12-06.md, "What kept the client's
+        objects alive"). Run when the set has doubled since the last pruning, so
+        the cost is constant per view handed out.
         """
         assert isinstance(buf, bytearray)
         holders.difference_update([s for s in holders if not s.reader_holds_view(buf)])
@@ -423,148 +432,171 @@ class Reader:
             core.fail(ConnectionLostError("the peer closed the connection"))
 
     def _dispatch(self, events: list[h2.events.Event]) -> bool:
-        """Hand events to streams. Returns True if a PeerResponse was put."""
+        """Hand each event to its handler (``_HANDLERS``, by the event's class).
+        Returns True if a handler put a PeerResponse."""
         announced = False
-        core = self._core
-        streams = self._streams
+        handlers = _HANDLERS
         for ev in events:
-            # DATA first, outside the ``match``: it dominates any stream with a
-            # body, and a matching class pattern allocates an empty set, list and
-            # tuple (CPython 3.11's MATCH_CLASS; loopy's ``_handle`` does the same
-            # for Data items). h2 builds DataReceived itself, never a subclass.
-            if type(ev) is DataReceived:
-                n = ev.flow_controlled_length
-                stream = streams.get(ev.stream_id)
-                if stream is not None:
-                    # First: the bytes count against the inbound budget before
-                    # the connection window is given back (_flow.py). A view of
-                    # the frame buffer is kept as a view only if the stream's
-                    # application has read all before it (else it is copied now,
-                    # once: that application may stay behind for a window, longer
-                    # than the buffer can wait); its holder is then remembered.
-                    data = ev.data
-                    if stream.reader_deliver_data(data, n):
-                        holders = self._holders
-                        if len(holders) >= self._prune_at:
-                            self._prune_holders(holders, memoryview(data).obj)
-                        holders.add(stream)
-                if not n and ev.stream_ended is None:
-                    self._flood("empty_data")  # RFC 9113 allows it; costs us a frame
-                inc = self._in_flow.on_data(n)
-                if inc:
-                    self._put(WindowUpdate(None, inc))
-                bdp = self._bdp
-                if bdp is not None and bdp.add(n):
-                    flushed = self._in_flow.reset()
-                    if flushed:
-                        self._put(WindowUpdate(None, flushed))
-                    self._put(Ping(BDP_PING_DATA))
-                continue
-            # The rest with ``match`` and class patterns, most frequent first: every
-            # request and response ends with a StreamEnded. On CPython 3.11 each
-            # case tried is an isinstance() call, and the one that matches also
-            # builds an empty set, list and tuple (``match_class``): dearer than
-            # the ``type(ev) is`` chain it replaced, and only the misses depend on
-            # the order (benchmarks/results/2026-12-04.md, "``match`` against
-            # ``type(x) is`` dispatch"). ``case C():`` without ``as``: mypy narrows the subject
-            # ``ev`` itself. No h2 event class subclasses another, so the order
-            # never changes which case matches.
-            match ev:
-                case StreamEnded():
-                    stream = streams.get(ev.stream_id)
-                    if stream is not None:
-                        # A body short of (or over) its content-length never gets
-                        # here: _h2fixes ends that stream as malformed (RFC 9113 §8.1.1).
-                        stream.reader_deliver_end()
-                        if stream.core_output_over:
-                            core.stream_closed(stream)
-                case RequestReceived():
-                    if self._on_request(ev):  # refused: RST_STREAM(REFUSED_STREAM)
-                        announced = True
-                        self._flood("refused_streams")
-                case ResponseReceived():
-                    stream = streams.get(ev.stream_id)
-                    if stream is not None:
-                        stream.reader_deliver_headers(list(ev.headers))
-                case TrailersReceived():
-                    stream = streams.get(ev.stream_id)
-                    if stream is not None:
-                        stream.reader_deliver_trailers(list(ev.headers))
-                case WindowUpdated():
-                    if ev.delta is not None and ev.delta < SMALL_WINDOW_UPDATE:
-                        self._small_updates += 1
-                        if (
-                            self._small_updates
-                            > SMALL_UPDATES_PER_FRAME * core.loopy.stream_frames_written
-                        ):
-                            self._flood("window_updates")
-                    sid = ev.stream_id
-                    self._window_opened(WindowKind.STREAM if sid else WindowKind.CONNECTION, sid)
-                case PingReceived():
-                    self._put(PeerResponse("ping-ack"))  # the ACK first, as grpc-go
-                    announced = True
-                    if self._cbuf.throttled > 1:
-                        # An earlier answer is still unwritten: PINGs faster than
-                        # loopy answers them (nghttp2 counts such queued ACKs, its
-                        # max_outbound_ack). A BDP probe, one per round trip, finds
-                        # the previous ACK long written.
-                        self._flood("pings")
-                    if self._enforcer is not None:
-                        self._police_ping()
-                case PingAckReceived():
-                    self._ping_acks += 1
-                    if self._ping_acks > core.pings_sent:
-                        # An ACK of no PING of ours (each is answered once): ignored,
-                        # and counted.
-                        self._flood("ping_acks")
-                    elif ev.ping_data == BDP_PING_DATA and self._bdp is not None:
-                        self._on_bdp_ack()
-                    elif ev.ping_data == DRAIN_PING_DATA:
-                        core.on_drain_ping_ack()
-                case StreamReset():
-                    if not ev.remote_reset:
-                        self._put(PeerResponse("rst"))  # h2 answered with RST_STREAM
-                        announced = True
-                        self._flood("stream_errors")
-                    self._on_stream_reset(ev)
-                case InformationalResponseReceived():
-                    # A 1xx (client side): kept apart from the final response; h2
-                    # resets a stream past _h2state.MAX_INFORMATIONAL of them.
-                    stream = streams.get(ev.stream_id)
-                    if stream is not None:
-                        stream.reader_deliver_informational(list(ev.headers))
-                case RemoteSettingsChanged():
-                    self._put(PeerResponse("settings-ack"))
-                    announced = True
-                    self._flood("settings")
-                    self._on_settings(ev)
-                case SettingsAcknowledged():
-                    if not ev.changed_settings:
-                        # An ACK of no SETTINGS of ours: h2 reports the settings the
-                        # acknowledged SETTINGS carried, and each of ours carries one
-                        # at least (h2's first its initial values, ours a window).
-                        # Go's x/net and nghttp2 end the connection (PROTOCOL_ERROR).
-                        self._flood("settings_acks")
-                    core.settings_acked = True
-                case GoAwayReceived():
-                    self._on_goaway(ev)
-                case PriorityFrameReceived():
-                    self._flood("priority")  # RFC 9113 §5.3.2 deprecates it; we ignore it
-                case IgnoredFrameReceived():
-                    # ALTSVC, unknown frame types, empty CONTINUATIONs: work for
-                    # nothing (docs/security.md, "Floods").
-                    if ev.kind == "priority_updates" and not core.client_side:
-                        # A browser may reprioritize the requests it made (RFC 9218
-                        # §7.1): one per stream the client opened is free.
-                        self._priority_updates += 1
-                        if self._priority_updates > core.streams_opened:
-                            self._flood(ev.kind)
-                    else:
-                        self._flood(ev.kind)
-                case _:
-                    pass  # Others (PriorityUpdated, AlternativeServiceAvailable, ...)
-                    # need nothing from us.
+            handler = handlers.get(type(ev))
+            if handler is None:
+                handler = _handler_of(type(ev))
+            if handler(self, ev):
+                announced = True
         return announced
+
+    # -- the handlers, one per event class: each returns True if it put a PeerResponse
+
+    def _on_data(self, ev: DataReceived) -> bool:
+        """DATA: to its stream, then the connection window and the BDP sample."""
+        n = ev.flow_controlled_length
+        stream = self._streams.get(ev.stream_id)
+        if stream is not None:
+            # First: the bytes count against the inbound budget before the
+            # connection window is given back (_flow.py). A view of the frame buffer
+            # is kept as a view only if the stream's application has read all before
+            # it (else it is copied now, once: that application may stay behind for a
+            # window, longer than the buffer can wait); its holder is then remembered.
+            data = ev.data
+            if stream.reader_deliver_data(data, n):
+                holders = self._holders
+                if len(holders) >= self._prune_at:
+                    self._prune_holders(holders, memoryview(data).obj)
+                holders.add(stream)
+        if not n and ev.stream_ended is None:
+            self._flood("empty_data")  # RFC 9113 allows it; costs us a frame
+        inc = self._in_flow.on_data(n)
+        if inc:
+            self._put(WindowUpdate(None, inc))
+        bdp = self._bdp
+        if bdp is not None and bdp.add(n):
+            flushed = self._in_flow.reset()
+            if flushed:
+                self._put(WindowUpdate(None, flushed))
+            self._put(Ping(BDP_PING_DATA))
+        return False
+
+    def _on_stream_ended(self, ev: StreamEnded) -> bool:
+        """The peer's END_STREAM; the stream closes if our side is over too."""
+        stream = self._streams.get(ev.stream_id)
+        if stream is not None:
+            # A body short of (or over) its content-length never gets here:
+            # _h2fixes ends that stream as malformed (RFC 9113 §8.1.1).
+            stream.reader_deliver_end()
+            if stream.core_output_over:
+                self._core.stream_closed(stream)
+        return False
+
+    def _on_request_received(self, ev: RequestReceived) -> bool:
+        """A new request (server): admitted, or refused with RST_STREAM(REFUSED_STREAM)."""
+        if self._on_request(ev):
+            self._flood("refused_streams")
+            return True
+        return False
+
+    def _on_response_received(self, ev: ResponseReceived) -> bool:
+        """The final response headers (client)."""
+        stream = self._streams.get(ev.stream_id)
+        if stream is not None:
+            stream.reader_deliver_headers(list(ev.headers))
+        return False
+
+    def _on_trailers_received(self, ev: TrailersReceived) -> bool:
+        stream = self._streams.get(ev.stream_id)
+        if stream is not None:
+            stream.reader_deliver_trailers(list(ev.headers))
+        return False
+
+    def _on_informational_received(self, ev: InformationalResponseReceived) -> bool:
+        """A 1xx (client side): kept apart from the final response; h2 resets a
+        stream past _h2state.MAX_INFORMATIONAL of them."""
+        stream = self._streams.get(ev.stream_id)
+        if stream is not None:
+            stream.reader_deliver_informational(list(ev.headers))
+        return False
+
+    def _on_window_updated(self, ev: WindowUpdated) -> bool:
+        if ev.delta is not None and ev.delta < SMALL_WINDOW_UPDATE:
+            self._small_updates += 1
+            if (
+                self._small_updates
+                > SMALL_UPDATES_PER_FRAME * self._core.loopy.stream_frames_written
+            ):
+                self._flood("window_updates")
+        sid = ev.stream_id
+        self._window_opened(WindowKind.STREAM if sid else WindowKind.CONNECTION, sid)
+        return False
+
+    def _on_ping_received(self, ev: PingReceived) -> bool:
+        self._put(PeerResponse("ping-ack"))  # the ACK first, as grpc-go
+        if self._cbuf.throttled > 1:
+            # An earlier answer is still unwritten: PINGs faster than loopy answers
+            # them (nghttp2 counts such queued ACKs, its max_outbound_ack). A BDP
+            # probe, one per round trip, finds the previous ACK long written.
+            self._flood("pings")
+        if self._enforcer is not None:
+            self._police_ping()
+        return True
+
+    def _on_ping_ack_received(self, ev: PingAckReceived) -> bool:
+        core = self._core
+        self._ping_acks += 1
+        if self._ping_acks > core.pings_sent:
+            # An ACK of no PING of ours (each is answered once): ignored, and counted.
+            self._flood("ping_acks")
+        elif ev.ping_data == BDP_PING_DATA and self._bdp is not None:
+            self._on_bdp_ack()
+        elif ev.ping_data == DRAIN_PING_DATA:
+            core.on_drain_ping_ack()
+        return False
+
+    def _on_stream_reset(self, ev: h2.events.StreamReset) -> bool:
+        """RST_STREAM from the peer, or one h2 answered a stream error with."""
+        announced = False
+        if not ev.remote_reset:
+            self._put(PeerResponse("rst"))  # h2 answered with RST_STREAM
+            announced = True
+            self._flood("stream_errors")
+        self._close_reset_stream(ev)
+        return announced
+
+    def _on_remote_settings_changed(self, ev: RemoteSettingsChanged) -> bool:
+        self._put(PeerResponse("settings-ack"))
+        self._flood("settings")
+        self._apply_settings(ev)
+        return True
+
+    def _on_settings_acknowledged(self, ev: SettingsAcknowledged) -> bool:
+        if not ev.changed_settings:
+            # An ACK of no SETTINGS of ours: h2 reports the settings the acknowledged
+            # SETTINGS carried, and each of ours carries one at least (h2's first its
+            # initial values, ours a window). Go's x/net and nghttp2 end the
+            # connection (PROTOCOL_ERROR).
+            self._flood("settings_acks")
+        self._core.settings_acked = True
+        return False
+
+    def _on_priority_frame(self, ev: PriorityFrameReceived) -> bool:
+        self._flood("priority")  # RFC 9113 §5.3.2 deprecates it; we ignore it
+        return False
+
+    def _on_ignored_frame(self, ev: IgnoredFrameReceived) -> bool:
+        """ALTSVC, unknown frame types, empty CONTINUATIONs: work for nothing
+        (docs/security.md, "Floods")."""
+        core = self._core
+        if ev.kind == "priority_updates" and not core.client_side:
+            # A browser may reprioritize the requests it made (RFC 9218 §7.1): one
+            # per stream the client opened is free.
+            self._priority_updates += 1
+            if self._priority_updates > core.streams_opened:
+                self._flood(ev.kind)
+        else:
+            self._flood(ev.kind)
+        return False
+
+    def _ignore(self, ev: h2.events.Event) -> bool:
+        """Events that need nothing from us (PriorityUpdated,
+        AlternativeServiceAvailable, ...)."""
+        return False
 
     def _flood(self, kind: str) -> None:
         """The peer sent a frame that makes us work for nothing (``kind``: what, in
@@ -607,7 +639,7 @@ class Reader:
         ``PeerResponse``. h2 already decoded the header block, so HPACK stays in sync."""
         return self._core.refuse_stream(ev.stream_id)
 
-    def _on_stream_reset(self, ev: h2.events.StreamReset) -> None:
+    def _close_reset_stream(self, ev: h2.events.StreamReset) -> None:
         core = self._core
         resets = self._resets
         if ev.remote_reset and resets is not None and not resets.take(trio.current_time()):
@@ -642,7 +674,7 @@ class Reader:
         self._put(StreamDone(stream))
         core.stream_closed(stream)
 
-    def _on_settings(self, ev: h2.events.RemoteSettingsChanged) -> None:
+    def _apply_settings(self, ev: h2.events.RemoteSettingsChanged) -> None:
         core = self._core
         changed = ev.changed_settings
         mcs = changed.get(SettingCodes.MAX_CONCURRENT_STREAMS)
@@ -689,7 +721,8 @@ class Reader:
             stream.reader_new_window_limit(window)
         self._put(Settings(((SettingCodes.INITIAL_WINDOW_SIZE, window),)))
 
-    def _on_goaway(self, ev: GoAwayReceived) -> None:
+    def _on_goaway(self, ev: GoAwayReceived) -> bool:
+        """GOAWAY from the peer (the module docstring says what it does)."""
         core = self._core
         previous = core.goaway_received
         core.goaway_received = ev
@@ -704,7 +737,7 @@ class Reader:
             # The client opens no more streams: close once the open ones are done
             # (h2spec generic/3.8/1, http2/7/1 expect an idle connection to close).
             core.check_idle()
-            return
+            return False
         upper = previous.last_stream_id if previous is not None else 2**31
         for sid, stream in list(core.streams_by_id.items()):
             if ev.last_stream_id < sid <= upper:
@@ -716,3 +749,40 @@ class Reader:
                 core.stream_closed(stream)
         core.wake_quota_waiters()  # waiters in open_stream must now fail
         core.check_idle()
+        return False
+
+
+_Handler = Callable[[Reader, Any], bool]
+
+#: The reader's handler of each h2 event class (``Reader._dispatch``): each returns
+#: True if it put a PeerResponse. A class missing here is looked up once through its
+#: bases (``_handler_of``) and added. shared: the readers of every connection add to
+#: it (one thread; each addition is synchronous and always the same for a class).
+_HANDLERS: dict[type[h2.events.Event], _Handler] = {
+    DataReceived: Reader._on_data,
+    StreamEnded: Reader._on_stream_ended,
+    RequestReceived: Reader._on_request_received,
+    ResponseReceived: Reader._on_response_received,
+    TrailersReceived: Reader._on_trailers_received,
+    WindowUpdated: Reader._on_window_updated,
+    PingReceived: Reader._on_ping_received,
+    PingAckReceived: Reader._on_ping_ack_received,
+    StreamReset: Reader._on_stream_reset,
+    InformationalResponseReceived: Reader._on_informational_received,
+    RemoteSettingsChanged: Reader._on_remote_settings_changed,
+    SettingsAcknowledged: Reader._on_settings_acknowledged,
+    GoAwayReceived: Reader._on_goaway,
+    PriorityFrameReceived: Reader._on_priority_frame,
+    IgnoredFrameReceived: Reader._on_ignored_frame,
+}
+
+
+def _handler_of(cls: type[h2.events.Event]) -> _Handler:
+    """The handler of an event class missing from ``_HANDLERS``: that of its nearest
+    base listed there (as a class pattern would match it), else ``Reader._ignore``;
+    added to the table."""
+    handler = next(
+        (_HANDLERS[base] for base in cls.__mro__[1:] if base in _HANDLERS), Reader._ignore
+    )
+    _HANDLERS[cls] = handler
+    return handler

@@ -10,6 +10,9 @@ A stream object is touched by three tasks, each on its own fields (tags below):
   *write quota*, so a producer cannot queue unbounded data ahead of flow control.
 - the **reader** appends what arrives (headers, data, trailers, resets) and wakes the
   stream task. It never waits on the stream: a slow stream only stops its own window.
+  Each field it writes here is a hand-off the stream task reads (``reader_deliver_*``);
+  what only the reader uses stays in the reader (tests/test_stream_privacy.py fails
+  on a field only ``reader_*`` methods touch).
 - **loopy** keeps the stream's output queue in its own table (``_outstream.py``) and
   writes it, a quantum at a time; the stream holds only whether its output is over.
 
@@ -224,7 +227,8 @@ class H2Stream(metaclass=NoPublicConstructor):
         #: The HTTP/2 stream id; 0 until loopy writes a client stream's HEADERS.
         self.stream_id = stream_id  # owner: loopy (client) / reader (server), set once
 
-        # -- inbound: the reader writes, the stream task reads (no await between)
+        # -- inbound: hand-offs the reader writes (reader_deliver_*) and the stream
+        # task reads, no await between; nothing here is the reader's alone
         # owner: reader. Request (server) or response (client) headers.
         self._headers = headers
         # shared: the reader appends, the stream task pops. Built on the first DATA
