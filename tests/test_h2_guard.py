@@ -128,7 +128,7 @@ OURS = {
     "_empty_continuations",
     "_end",
     "_inbound_data",
-    "_next_record",
+    "_record",
     "_preface",
     "_through_block",
     "_slack",

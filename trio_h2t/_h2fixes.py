@@ -159,6 +159,7 @@ def goaway_frame(last_stream_id: int, error_code: int, debug_data: bytes = b"") 
 #: What h2's ``H2Connection._receive_headers_frame`` catches from hpack as a decoding failure.
 _HPACK_FAILURES = (HPACKError, IndexError, TypeError, UnicodeDecodeError)
 
+_DATA = frames.DATA
 _SETTINGS = frames.SETTINGS
 _CONTINUATION = frames.CONTINUATION
 _BLOCK_STARTS = (frames.HEADERS, frames.PUSH_PROMISE)
@@ -255,55 +256,41 @@ _DATA_FLAGS = {
 # only here (DATA goes as ``InboundData``, built by the buffer). This section is
 # what the connection module removes.
 
-#: hyperframe's flag names of a flag byte, by frame class (at most 256 per class).
-_FLAG_NAMES: dict[tuple[type[Frame], int], tuple[str, ...]] = {}
 
-
-def _flag_names(cls: type[Frame], flags: int) -> tuple[str, ...]:
-    # The names hyperframe's ``parse_flags`` would set: the bits the type defines.
-    names = _FLAG_NAMES.get((cls, flags))
-    if names is None:
-        names = tuple(name for name, bit in cls.defined_flags if flags & bit)
-        _FLAG_NAMES[(cls, flags)] = names
-    return names
+def _flagged(frame: Frame, flags: int) -> Frame:
+    # hyperframe's own reading of a flag byte (``parse_flags``: the bits the type
+    # defines, by name), as its ``parse_frame_header`` does.
+    frame.parse_flags(flags)
+    return frame
 
 
 def _h2_headers(r: Any) -> Frame:
-    names = _flag_names(HeadersFrame, r.flags)
-    return HeadersFrame(
-        r.stream_id,
-        data=r.fragment,
-        flags=names,
-        pad_length=r.pad_length,
-        depends_on=r.depends_on,
-        stream_weight=r.weight,
-        exclusive=r.exclusive,
-    )
+    frame = HeadersFrame(r.stream_id, r.fragment)
+    frame.parse_flags(r.flags)
+    frame.pad_length = r.pad_length
+    frame.depends_on = r.depends_on
+    frame.stream_weight = r.weight
+    frame.exclusive = r.exclusive
+    return frame
 
 
 def _h2_push_promise(r: Any) -> Frame:
-    names = _flag_names(PushPromiseFrame, r.flags)
-    return PushPromiseFrame(
-        r.stream_id, r.promised_stream_id, data=r.fragment, flags=names, pad_length=r.pad_length
-    )
+    frame = PushPromiseFrame(r.stream_id, r.promised_stream_id, r.fragment)
+    frame.parse_flags(r.flags)
+    frame.pad_length = r.pad_length
+    return frame
 
 
 _H2_FRAMES: dict[type, Callable[[Any], Frame]] = {
     frames.Headers: _h2_headers,
     frames.PushPromise: _h2_push_promise,
-    frames.Priority: lambda r: PriorityFrame(
-        r.stream_id, depends_on=r.depends_on, stream_weight=r.weight, exclusive=r.exclusive
-    ),
+    frames.Priority: lambda r: PriorityFrame(r.stream_id, r.depends_on, r.weight, r.exclusive),
     frames.RstStream: lambda r: RstStreamFrame(r.stream_id, r.error_code),
-    frames.Settings: lambda r: SettingsFrame(
-        0, settings=dict(r.settings), flags=_flag_names(SettingsFrame, r.flags)
-    ),
-    frames.Ping: lambda r: PingFrame(0, r.opaque_data, flags=_flag_names(PingFrame, r.flags)),
+    frames.Settings: lambda r: _flagged(SettingsFrame(0, dict(r.settings)), r.flags),
+    frames.Ping: lambda r: _flagged(PingFrame(0, r.opaque_data), r.flags),
     frames.GoAway: lambda r: GoAwayFrame(0, r.last_stream_id, r.error_code, r.debug_data),
     frames.WindowUpdate: lambda r: WindowUpdateFrame(r.stream_id, r.increment),
-    frames.Continuation: lambda r: ContinuationFrame(
-        r.stream_id, r.fragment, flags=_flag_names(ContinuationFrame, r.flags)
-    ),
+    frames.Continuation: lambda r: _flagged(ContinuationFrame(r.stream_id, r.fragment), r.flags),
     frames.AltSvc: lambda r: AltSvcFrame(r.stream_id, r.origin, r.field),
     frames.Unknown: lambda r: ExtensionFrame(r.type, r.stream_id, r.flags, r.payload),
 }
@@ -575,32 +562,40 @@ class FixedFrameBuffer:
         return self
 
     def __next__(self) -> Any:
-        """The next frame for h2's dispatch (StopIteration: none is complete yet)."""
+        """The next frame for h2's dispatch (StopIteration: none is complete yet).
+
+        Errors are h2's exceptions (``h2_error``), raised as soon as the part of the
+        frame that shows them is here (the header's from its 9 bytes), as h2 raises
+        them. A DATA frame outside a header block takes the short way
+        (``_inbound_data``: no record, the payload's bounds from the codec).
+        """
         while True:
-            frame = self._through_block(self._next_record())
+            if self._preface and self._buf is not None:
+                self._check_preface()
+            buf = self._buf
+            start = self._start
+            avail = self._end - start
+            if buf is None or avail < 9:
+                raise StopIteration
+            length, kind, flags, sid = frames.parse_frame_header(buf, start)
+            if not self._first_checked:
+                self._check_first(buf, start, kind, flags, sid)
+            try:
+                frames.check_frame_header(length, kind, flags, sid, self.max_frame_size)
+            except frames.FrameError as err:
+                raise h2_error(err) from err
+            if avail < 9 + length:
+                raise StopIteration
+            if kind == _DATA and not self._block:
+                return self._inbound_data(buf, start, length, flags, sid)
+            frame = self._through_block(self._record(buf, start, length, kind, flags, sid))
             if frame is not None:
                 return frame
 
-    def _next_record(self) -> frames.Frame:
-        # The next complete frame as our record; its bytes consumed. Errors are h2's
-        # exceptions (``h2_error``), raised as soon as the part of the frame that
-        # shows them is here (the header's from its 9 bytes), as h2 raises them.
-        if self._preface and self._buf is not None:
-            self._check_preface()
-        buf = self._buf
-        start = self._start
-        avail = self._end - start
-        if buf is None or avail < 9:
-            raise StopIteration
-        length, kind, flags, sid = frames.parse_frame_header(buf, start)
-        if not self._first_checked:
-            self._check_first(buf, start, kind, flags, sid)
-        try:
-            frames.check_frame_header(length, kind, flags, sid, self.max_frame_size)
-        except frames.FrameError as err:
-            raise h2_error(err) from err
-        if avail < 9 + length:
-            raise StopIteration
+    def _record(
+        self, buf: bytearray, start: int, length: int, kind: int, flags: int, sid: int
+    ) -> frames.Frame:
+        # The complete frame at ``start`` as our record, its bytes consumed.
         if kind == _CONTINUATION or (kind in _BLOCK_STARTS and not flags & _END_HEADERS):
             self._count_block(kind, length, flags & _END_HEADERS)
             if not length and kind == _CONTINUATION:
@@ -613,6 +608,24 @@ class FixedFrameBuffer:
             self._slack = 9 + length
         self._start = start + 9 + length
         return record
+
+    def _inbound_data(
+        self, buf: bytearray, start: int, length: int, flags: int, sid: int
+    ) -> InboundData:
+        # The complete DATA frame at ``start`` for h2 (and the speed layer's
+        # ``_data_event``), its bytes consumed: the payload a view of the buffer
+        # when ``views`` is set, else a copy of it.
+        try:
+            first, end, pad = frames.data_bounds(buf, start + 9, length, flags)
+        except frames.FrameError as err:
+            raise h2_error(err) from err
+        payload: bytes | memoryview = memoryview(buf)[first:end]
+        if not self.views:
+            payload = bytes(payload)
+        if 9 + length > self._slack:
+            self._slack = 9 + length
+        self._start = start + 9 + length
+        return InboundData(sid, _DATA_FLAGS[flags & 0x9], payload, pad, length)
 
     def _check_first(self, buf: bytearray, start: int, kind: int, flags: int, sid: int) -> None:
         # A client's first frame header from the server (docstring, §3.4).
@@ -639,23 +652,14 @@ class FixedFrameBuffer:
             first = block[0]
             fragment = b"".join(frame.fragment for frame in block)
             record = first._replace(flags=first.flags | _END_HEADERS, fragment=fragment)
-        elif type(record) is frames.Data:
-            return self._inbound_data(record)
+        elif type(record) is frames.Data:  # (only in a header block: refused above)
+            raise AssertionError("DATA takes __next__'s short way")
         elif (
             type(record) is frames.Headers or type(record) is frames.PushPromise
         ) and not record.flags & _END_HEADERS:
             block.append(record)
             return None
         return h2_frame(record)
-
-    def _inbound_data(self, record: frames.Data) -> InboundData:
-        # DATA for h2 (and the speed layer's ``_data_event``): the payload a view of
-        # the buffer when ``views`` is set, else a copy of it.
-        data: bytes | memoryview = record.data if self.views else bytes(record.data)
-        flags = _DATA_FLAGS[record.flags & 0x9]
-        return InboundData(
-            record.stream_id, flags, data, record.pad_length, record.flow_controlled_length
-        )
 
 
 def _bodiless_status(headers: Any) -> bool:

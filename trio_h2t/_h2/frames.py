@@ -94,6 +94,7 @@ __all__ = [
     "Unknown",
     "WindowUpdate",
     "check_frame_header",
+    "data_bounds",
     "data_header",
     "frame_header",
     "parse_frame",
@@ -358,17 +359,24 @@ def _pad_length(buf: Buffer, start: int, length: int, kind: str) -> int:
     return buf[start]
 
 
+def data_bounds(buf: Buffer, start: int, length: int, flags: int) -> tuple[int, int, int]:
+    """Where the data of the DATA payload of ``length`` bytes at ``start`` lies, as
+    ``(first, end, pad_length)`` (§6.1): the per-frame hot path of :func:`parse_data`,
+    for a caller that slices ``buf`` itself. Padding as long as the payload (or
+    longer) is a PROTOCOL_ERROR."""
+    if not flags & PADDED:
+        return start, start + length, 0
+    pad = _pad_length(buf, start, length, "DATA")
+    if pad >= length:
+        raise FrameProtocolError(f"DATA padding of {pad} bytes in a {length}-byte payload")
+    return start + 1, start + length - pad, pad
+
+
 def parse_data(buf: Buffer, start: int, length: int, flags: int, stream_id: int) -> Data:
     """DATA's payload of ``length`` bytes at ``start`` (§6.1): the data a view of
-    ``buf``. Padding as long as the payload (or longer) is a PROTOCOL_ERROR."""
-    end = start + length
-    pad = 0
-    if flags & PADDED:
-        pad = _pad_length(buf, start, length, "DATA")
-        if pad >= length:
-            raise FrameProtocolError(f"DATA padding of {pad} bytes in a {length}-byte payload")
-        start += 1
-    return Data(stream_id, flags, memoryview(buf)[start : end - pad], pad, length)
+    ``buf`` (:func:`data_bounds`)."""
+    first, end, pad = data_bounds(buf, start, length, flags)
+    return Data(stream_id, flags, memoryview(buf)[first:end], pad, length)
 
 
 def parse_headers(buf: Buffer, start: int, length: int, flags: int, stream_id: int) -> Headers:
