@@ -490,6 +490,14 @@ def test_micro_reader_dispatch_runs_both_designs_and_they_agree() -> None:
     lines = proc.stdout.splitlines()
     assert [line.split()[0] for line in lines] == ["unary", "data"], proc.stdout
     assert all(line.endswith("results agree") and "table/plain" in line for line in lines)
+def test_micro_frames_runs_and_both_codecs_agree() -> None:
+    """micro/frames.py parses and serializes both workloads with our codec and with
+    hyperframe's, and each pair agreed (same frames, same bytes); no timing asserted."""
+    proc = script("micro/frames.py", "--rounds", "1", "--reps", "2")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if "agree:" in line]
+    assert len(rows) == 4, proc.stdout
+    assert all(row.endswith("agree: yes") for row in rows), proc.stdout
 
 
 def test_benchmain_compare_prints_before_after_percentage(tmp_path: Path) -> None:

@@ -130,7 +130,7 @@ def budget_violations(core: ConnectionCore, *, between_reads: bool) -> list[str]
     assert isinstance(buffer, FixedFrameBuffer)  # the reader's, with the block cap
     if between_reads and buffer.pending() > 9 + config.max_frame_size:
         found.append(f"{buffer.pending()} bytes in h2's frame buffer between reads")
-    block = sum(len(frame.data) for frame in buffer._headers_buffer)
+    block = buffer.block_buffered()
     cap = buffer.max_header_block
     if block > cap:
         found.append(f"a header block of {block} bytes buffered, cap {cap}")

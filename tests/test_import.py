@@ -45,6 +45,8 @@ SANS_IO = frozenset(
         "_controlbuf",
         "_exceptions",
         "_flow",
+        "_h2.__init__",
+        "_h2.frames",
         "_h2fast",
         "_h2fixes",
         "_h2state",
@@ -73,7 +75,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_headers": frozenset(),
     "_hpack": frozenset(),
     "_exceptions": frozenset(),
-    "_h2fixes": frozenset({"_hpack"}),
+    # The HTTP/2 protocol layer (docs/h2-contract.md): imports none of the rest.
+    "_h2.__init__": frozenset(),
+    "_h2.frames": frozenset(),
+    "_h2fixes": frozenset({"_h2.frames", "_hpack"}),
     "_h2fast": frozenset({"_h2fixes", "_headers", "_hpack"}),
     "_h2state": frozenset({"_h2fast", "_h2fixes", "_hpack"}),
     "_items": frozenset(),
@@ -281,6 +286,17 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+def _from_names(module: list[str], node: ast.ImportFrom, root: Path) -> list[str]:
+    """What ``from <module> import a, b`` imports: the submodules ``a`` and ``b`` of a
+    subpackage (``from ._h2 import frames`` is ``_h2.frames``), else the module."""
+    subs = [
+        alias.name for alias in node.names if (root.joinpath(*module, alias.name + ".py")).is_file()
+    ]
+    if subs and (root.joinpath(*module, "__init__.py")).is_file():
+        return [".".join([*module, sub]) for sub in subs]
+    return [".".join(module)]
+
+
 def _package_imports(path: Path, root: Path = _PACKAGE) -> tuple[set[str], set[str]]:
     """(run-time, annotation-only) package modules ``path`` (under ``root``) imports."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -302,7 +318,7 @@ def _package_imports(path: Path, root: Path = _PACKAGE) -> tuple[set[str], set[s
                 if node.module is None:
                     names = [".".join([*package, alias.name]) for alias in node.names]
                 else:
-                    names = [".".join([*package, node.module])]
+                    names = _from_names([*package, *node.module.split(".")], node, root)
                 target.update(names)
             elif node.module and node.module.startswith("trio_h2t."):
                 target.add(node.module.removeprefix("trio_h2t."))

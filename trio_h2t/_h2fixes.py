@@ -71,7 +71,6 @@ outbound call and is the only caller of ``take_outbound``.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -91,33 +90,35 @@ from h2.exceptions import (
     StreamClosedError,
     StreamIDTooLowError,
 )
-from h2.frame_buffer import FrameBuffer
+from h2.frame_buffer import CONTINUATION_BACKLOG
 from h2.stream import StreamClosedBy, StreamInputs, StreamState
 from h2.utilities import is_informational_response
 from hpack.exceptions import HPACKError
-from hyperframe.exceptions import InvalidDataError, InvalidFrameError, InvalidPaddingError
 from hyperframe.frame import (
+    AltSvcFrame,
+    ContinuationFrame,
     DataFrame,
+    ExtensionFrame,
     Frame,
     GoAwayFrame,
+    HeadersFrame,
+    PingFrame,
     PriorityFrame,
+    PushPromiseFrame,
     RstStreamFrame,
     SettingsFrame,
+    WindowUpdateFrame,
 )
 
+from ._h2 import frames
 from ._hpack import READ_ON_FACTOR, HeaderListTooLarge, ReadOnDecoder
 
-# A DATA frame's header: 24-bit length (as 16 + 8 bits), type 0, flags, stream id
-# (RFC 9113 §4.1, §6.1).
-_DATA_HEADER = struct.Struct(">HBxBL")
 # Enum members as module globals for frame_data, once per DATA frame: on CPython
 # 3.11 each ``StreamState.OPEN``-style class attribute read allocates an object.
 _CLIENT_OPEN = ConnectionState.CLIENT_OPEN
 _SERVER_OPEN = ConnectionState.SERVER_OPEN
 _OPEN = StreamState.OPEN
 _HALF_CLOSED_REMOTE = StreamState.HALF_CLOSED_REMOTE
-# Any frame's header: the length as 16 + 8 bits, type, flags, stream id (§4.1).
-_FRAME_HEAD = struct.Struct(">HBBBL")
 
 __all__ = [
     "HEADER_LIST_TOO_LARGE_RESPONSE",
@@ -130,6 +131,8 @@ __all__ = [
     "IgnoredFrameReceived",
     "PriorityFrameReceived",
     "goaway_frame",
+    "h2_error",
+    "h2_frame",
 ]
 
 
@@ -150,25 +153,19 @@ class GoAwayReceived(h2.events.Event):
 
 def goaway_frame(last_stream_id: int, error_code: int, debug_data: bytes = b"") -> bytes:
     """Serialise a GOAWAY frame without telling h2 (so h2 stays OPEN; patch 1)."""
-    frame = GoAwayFrame(0)
-    frame.last_stream_id = last_stream_id
-    frame.error_code = error_code
-    frame.additional_data = debug_data
-    return bytes(frame.serialize())
+    return frames.serialize_goaway(last_stream_id, error_code, debug_data)
 
 
 #: What h2's ``H2Connection._receive_headers_frame`` catches from hpack as a decoding failure.
 _HPACK_FAILURES = (HPACKError, IndexError, TypeError, UnicodeDecodeError)
 
-_DATA = 0x0
-_HEADERS = 0x1
-_SETTINGS = 0x4
-_PUSH_PROMISE = 0x5
-_WINDOW_UPDATE = 0x8
-_CONTINUATION = 0x9
-_END_HEADERS = 0x4
-_PADDED = 0x8
-_PRIORITY = 0x20
+_DATA = frames.DATA
+_SETTINGS = frames.SETTINGS
+_CONTINUATION = frames.CONTINUATION
+_BLOCK_STARTS = (frames.HEADERS, frames.PUSH_PROMISE)
+_END_HEADERS = frames.END_HEADERS
+#: The client's connection preface (RFC 9113 §3.4), which a server checks first.
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
 class PriorityFrameReceived(h2.events.Event):
@@ -251,18 +248,88 @@ _DATA_FLAGS = {
 }
 
 
-class FixedFrameBuffer(FrameBuffer):
-    """h2's ``frame_buffer.py`` ``FrameBuffer``, with RFC 9113 rules it and hyperframe
-    get wrong or late (patch 4), all decided from the raw 9-byte frame header before
-    h2 parses the frame.
+# -- the boundary: our codec's records and errors as h2 takes them -------------------
+#
+# h2's connection code dispatches hyperframe frames (``_frame_dispatch_table``, by
+# class) and catches h2's exceptions; until the ``_h2`` layer's own connection
+# module replaces it, ``FixedFrameBuffer`` hands h2 our records converted here, and
+# only here (DATA goes as ``InboundData``, built by the buffer). This section is
+# what the connection module removes.
 
-    - §6.9: the reserved bit of a WINDOW_UPDATE increment MUST be ignored;
-      hyperframe's ``WindowUpdateFrame.parse_body`` range-checks the increment with
-      the bit still set. We clear the bit.
-    - §6.5: a SETTINGS frame with ACK and a payload is a FRAME_SIZE_ERROR;
-      hyperframe's complaint becomes h2's PROTOCOL_ERROR.
+
+def _flagged(frame: Frame, flags: int) -> Frame:
+    # hyperframe's own reading of a flag byte (``parse_flags``: the bits the type
+    # defines, by name), as its ``parse_frame_header`` does.
+    frame.parse_flags(flags)
+    return frame
+
+
+def _h2_headers(r: Any) -> Frame:
+    frame = HeadersFrame(r.stream_id, r.fragment)
+    frame.parse_flags(r.flags)
+    frame.pad_length = r.pad_length
+    frame.depends_on = r.depends_on
+    frame.stream_weight = r.weight
+    frame.exclusive = r.exclusive
+    return frame
+
+
+def _h2_push_promise(r: Any) -> Frame:
+    frame = PushPromiseFrame(r.stream_id, r.promised_stream_id, r.fragment)
+    frame.parse_flags(r.flags)
+    frame.pad_length = r.pad_length
+    return frame
+
+
+_H2_FRAMES: dict[type, Callable[[Any], Frame]] = {
+    frames.Headers: _h2_headers,
+    frames.PushPromise: _h2_push_promise,
+    frames.Priority: lambda r: PriorityFrame(r.stream_id, r.depends_on, r.weight, r.exclusive),
+    frames.RstStream: lambda r: RstStreamFrame(r.stream_id, r.error_code),
+    frames.Settings: lambda r: _flagged(SettingsFrame(0, dict(r.settings)), r.flags),
+    frames.Ping: lambda r: _flagged(PingFrame(0, r.opaque_data), r.flags),
+    frames.GoAway: lambda r: GoAwayFrame(0, r.last_stream_id, r.error_code, r.debug_data),
+    frames.WindowUpdate: lambda r: WindowUpdateFrame(r.stream_id, r.increment),
+    frames.Continuation: lambda r: _flagged(ContinuationFrame(r.stream_id, r.fragment), r.flags),
+    frames.AltSvc: lambda r: AltSvcFrame(r.stream_id, r.origin, r.field),
+    frames.Unknown: lambda r: ExtensionFrame(r.type, r.stream_id, r.flags, r.payload),
+}
+
+
+def h2_frame(record: frames.Frame) -> Frame:
+    """Our codec's record (not DATA) as the hyperframe frame h2's dispatch takes: the
+    fields hyperframe's ``parse_body`` would have set (``tests/test_h2_frames.py``
+    compares them), flags by name."""
+    return _H2_FRAMES[type(record)](record)
+
+
+def h2_error(err: frames.FrameError) -> ProtocolError:
+    """Our codec's error as the h2 exception stock h2 raises for the same frame, so
+    that ``receive_data`` answers it alike (its ``error_code`` goes in the GOAWAY):
+    ``FrameTooLargeError`` for §4.2's limit, ``FrameDataMissingError`` for any other
+    length error (both FRAME_SIZE_ERROR), else ``ProtocolError``."""
+    if isinstance(err, frames.FrameTooLarge):
+        return FrameTooLargeError(str(err))
+    if isinstance(err, frames.FrameSizeError):
+        return FrameDataMissingError(str(err))
+    return ProtocolError(str(err))
+
+
+class FixedFrameBuffer:
+    """h2's ``frame_buffer.py`` ``FrameBuffer``, in its place as the connection's
+    ``incoming_buffer``: bytes in, frames out, parsed in place by our codec
+    (``_h2.frames``) and handed to h2's dispatch as the hyperframe frames it takes
+    (:func:`h2_frame`, the one boundary; DATA as :class:`InboundData`). It also
+    decides RFC 9113 rules h2 and hyperframe get wrong or late (patch 4):
+
+    - §6.9: the reserved bit of a WINDOW_UPDATE increment MUST be ignored
+      (hyperframe range-checks the increment with the bit still set); so are the
+      reserved bits of a GOAWAY's last stream id and a PUSH_PROMISE's promised one
+      (§6.8, §6.6; hyperframe keeps them).
+    - §6.5: a SETTINGS frame with ACK and a payload is a FRAME_SIZE_ERROR
+      (hyperframe's complaint became h2's PROTOCOL_ERROR).
     - §4.2: a frame longer than our SETTINGS_MAX_FRAME_SIZE is a FRAME_SIZE_ERROR as
-      soon as its header is here; ``FrameBuffer.__next__`` checks only once the
+      soon as its header is here; h2's ``FrameBuffer.__next__`` checks only once the
       whole payload (up to 16 MiB) is buffered.
     - §3.4 (client side): the server's preface must begin with a SETTINGS frame
       header (type 0x4, stream 0, no ACK); anything else (an HTTP/1.1 response, an
@@ -282,26 +349,33 @@ class FixedFrameBuffer(FrameBuffer):
     - §6.2: a padded HEADERS frame's padding may take all that follows the Pad
       Length (and priority) fields, leaving an empty field block fragment; only
       padding *longer* than that is a PROTOCOL_ERROR. hyperframe's
-      ``HeadersFrame.parse_body`` is off by one both ways: it refuses padding that
-      leaves the fragment empty (the padding's length is compared with what
-      follows Pad Length, priority fields included, with ``>=``), and accepts
-      padding that runs into the priority fields. Go's x/net ``http2`` had the same
-      fencepost (golang/go#47851). We decide from the raw bytes: too long raises
-      ``InvalidPaddingError`` (PROTOCOL_ERROR); exactly the rest is rewritten, in
-      the buffer, as the same frame without padding (HEADERS padding is not flow
-      controlled, so nothing else sees the difference). An empty fragment that
-      ends the block is an empty header block: a malformed request (§8.1.1,
-      patch 5's stream error), not a framing error.
+      ``HeadersFrame.parse_body`` is off by one both ways (Go's x/net ``http2``
+      had the same fencepost, golang/go#47851); our codec is not. An empty
+      fragment that ends the block is an empty header block: a malformed request
+      (§8.1.1, patch 5's stream error), not a framing error.
+
+    The header block (§4.3: HEADERS or PUSH_PROMISE, then CONTINUATIONs on the same
+    stream up to END_HEADERS, nothing in between) is assembled here, on our records,
+    as h2's ``FrameBuffer._update_header_buffer`` does, with its errors and its
+    limit of ``CONTINUATION_BACKLOG`` frames; h2 gets the block as one HEADERS (or
+    PUSH_PROMISE) frame with END_HEADERS.
     """
 
     def __init__(self, server: bool = False) -> None:
-        super().__init__(server=server)
+        #: Our SETTINGS_MAX_FRAME_SIZE (owner: reader; ``receive_data`` sets it to
+        #: h2's ``max_inbound_frame_size`` before each parse).
+        self.max_frame_size = 16_384
+        # owner: reader: what is left to check of the client's connection preface
+        # (a server's; §3.4).
+        self._preface = _PREFACE if server else b""
         self._first_checked = server  # owner: reader: the server's preface was checked
         #: The most bytes of one header block buffered before END_HEADERS (owner:
         #: reader; set by ``make_h2_state``).
         self.max_header_block = READ_ON_FACTOR * 65_536
-        # owner: reader: bytes of the block in h2's _headers_buffer so far.
+        # owner: reader: bytes of the block in _block so far.
         self._block_size = 0
+        # owner: reader: the frames of the header block still arriving (empty: none).
+        self._block: list[frames.Headers | frames.PushPromise | frames.Continuation] = []
         #: Empty CONTINUATION frames parsed so far, a count that only grows (owner:
         #: reader; ``FixedConnection.receive_data`` reports each as an
         #: ``IgnoredFrameReceived``).
@@ -327,6 +401,10 @@ class FixedFrameBuffer(FrameBuffer):
         # owner: reader: 9 + the longest frame parsed so far (at least 16 KiB, the
         # RFC's default frame size): space a read leaves for the next frame.
         self._slack = 9 + 16_384
+
+    def block_buffered(self) -> int:
+        """Bytes of header block fragments buffered before their END_HEADERS."""
+        return sum(len(frame.fragment) for frame in self._block)
 
     # -- the buffer: reads land in it, frames are parsed where they landed ------------
 
@@ -367,8 +445,8 @@ class FixedFrameBuffer(FrameBuffer):
         end = self._end
         cap = len(buf)
         need = start + 9
-        if self._preamble_len:  # the client's preface is not a frame
-            need += self._preamble_len
+        if self._preface:  # the client's preface is not a frame
+            need += len(self._preface)
         elif end - start >= 9:
             length = buf[start] << 16 | buf[start + 1] << 8 | buf[start + 2]
             if length <= self.max_frame_size:  # (else __next__ has refused it)
@@ -457,16 +535,15 @@ class FixedFrameBuffer(FrameBuffer):
         self._buf[end : end + size] = view
         self._end = end + size
 
-    def _check_preamble(self) -> None:
+    def _check_preface(self) -> None:
         # h2's ``add_data`` checks the client's connection preface as bytes arrive;
         # here the bytes are checked where they landed, then skipped.
         buf = self._buf
         assert buf is not None
-        n = min(self._preamble_len, self._end - self._start)
-        if self._preamble[:n] != buf[self._start : self._start + n]:
+        n = min(len(self._preface), self._end - self._start)
+        if self._preface[:n] != buf[self._start : self._start + n]:
             raise ProtocolError("Invalid HTTP/2 preamble.")
-        self._preamble = self._preamble[n:]
-        self._preamble_len -= n
+        self._preface = self._preface[n:]
         self._start += n
 
     def _count_block(self, kind: int, length: int, end: int) -> None:
@@ -481,129 +558,108 @@ class FixedFrameBuffer(FrameBuffer):
             )
         self._block_size = 0 if end else size
 
-    def _unpad_headers(self, data: bytearray, start: int, length: int) -> None:
-        # A complete padded HEADERS frame at ``start`` (docstring, §6.2).
-        fields = 1 + (5 if data[start + 4] & _PRIORITY else 0)  # Pad Length, priority
-        if length < fields:
-            return  # too short for its fields: hyperframe's FRAME_SIZE_ERROR
-        padding = data[start + 9]
-        rest = length - fields
-        if padding > rest:
-            raise InvalidPaddingError(
-                f"HEADERS padding of {padding} bytes, but {rest} follow its fields"
-            )
-        if padding == rest:  # an empty fragment: the frame without its padding,
-            # written to end where the padded frame ended
-            kept = data[start + 10 : start + 9 + fields]
-            header = (
-                len(kept).to_bytes(3, "big")
-                + bytes([data[start + 3], data[start + 4] & ~_PADDED])
-                + data[start + 5 : start + 9]
-            )
-            new_start = start + 9 + length - len(header) - len(kept)
-            data[new_start : start + 9 + length] = header + kept
-            self._start = new_start
+    def __iter__(self) -> FixedFrameBuffer:
+        return self
 
     def __next__(self) -> Any:
+        """The next frame for h2's dispatch (StopIteration: none is complete yet).
+
+        Errors are h2's exceptions (``h2_error``), raised as soon as the part of the
+        frame that shows them is here (the header's from its 9 bytes), as h2 raises
+        them. A DATA frame outside a header block takes the short way
+        (``_inbound_data``: no record, the payload's bounds from the codec).
+        """
         while True:
-            if self._preamble_len and self._buf is not None:
-                self._check_preamble()
-            data = self._buf
+            if self._preface and self._buf is not None:
+                self._check_preface()
+            buf = self._buf
             start = self._start
             avail = self._end - start
-            if data is None or avail < 9:
+            if buf is None or avail < 9:
                 raise StopIteration
-            length, low, kind, flags, sid = _FRAME_HEAD.unpack_from(data, start)
-            length = length << 8 | low
-            sid &= 0x7FFFFFFF
+            length, kind, flags, sid = frames.parse_frame_header(buf, start)
             if not self._first_checked:
-                if kind != _SETTINGS or flags & 0x1 or sid:
-                    raise ProtocolError(
-                        "the server did not answer with HTTP/2:"
-                        f" {bytes(data[start : min(start + 64, self._end)])!r}"
-                    )
-                self._first_checked = True
-            if length > self.max_frame_size:
-                raise FrameTooLargeError(
-                    f"frame of {length} bytes, over our SETTINGS_MAX_FRAME_SIZE "
-                    f"{self.max_frame_size}"
-                )
-            complete = avail >= 9 + length  # the frame is parsed now
-            if kind == _DATA and sid:
-                if not complete:
-                    raise StopIteration
-                # Parsed where it lies (no hyperframe object; hyperframe's
-                # ``DataFrame.parse_body`` copies the payload out), unless its padding
-                # is wrong: then hyperframe's parse below says how.
-                first = start + 9
-                pad = 0
-                if flags & _PADDED:
-                    pad = self._data_padding(data, first, length)
-                    first += 1
-                if pad >= 0:
-                    payload: bytes | memoryview = memoryview(data)[first : start + 9 + length - pad]
-                    if not self.views:
-                        payload = bytes(payload)
-                    frame = InboundData(sid, _DATA_FLAGS[flags & 0x9], payload, pad, length)
-                    if 9 + length > self._slack:
-                        self._slack = 9 + length
-                    self._start = start + 9 + length
-                    if not self._headers_buffer:
-                        return frame
-                    self._update_header_buffer(frame)  # type: ignore[arg-type]  # raises: not a CONTINUATION
-                    continue
-            if complete and (
-                kind == _CONTINUATION
-                or (kind in (_HEADERS, _PUSH_PROMISE) and not flags & _END_HEADERS)
-            ):
-                self._count_block(kind, length, flags & _END_HEADERS)
-                if not length and kind == _CONTINUATION:
-                    self.empty_continuations += 1
-            if complete and kind == _HEADERS and flags & _PADDED:
-                self._unpad_headers(data, start, length)
-                if self._start != start:
-                    continue  # the frame was rewritten shorter: read its header again
-            elif kind == _WINDOW_UPDATE and length == 4 and avail >= 13:
-                data[start + 9] &= 0x7F
-            elif kind == _SETTINGS and flags & 0x1 and length:
-                raise FrameDataMissingError("SETTINGS with ACK must have no payload")
-            frame = self._parse_frame(data, start, length, complete)
+                self._check_first(buf, start, kind, flags, sid)
+            try:
+                frames.check_frame_header(length, kind, flags, sid, self.max_frame_size)
+            except frames.FrameError as err:
+                raise h2_error(err) from err
+            if avail < 9 + length:
+                raise StopIteration
+            if kind == _DATA and not self._block:
+                return self._inbound_data(buf, start, length, flags, sid)
+            frame = self._through_block(self._record(buf, start, length, kind, flags, sid))
             if frame is not None:
                 return frame
 
-    @staticmethod
-    def _data_padding(data: bytearray, first: int, length: int) -> int:
-        # The Pad Length of a complete padded DATA frame whose payload starts at
-        # ``first``, or -1 when hyperframe must say what is wrong with it.
-        if not length:
-            return -1  # no Pad Length: hyperframe's FrameDataMissingError
-        pad = data[first]
-        if pad and pad >= length:
-            return -1  # hyperframe's InvalidPaddingError
-        return pad
-
-    def _parse_frame(self, data: bytearray, start: int, length: int, complete: bool) -> Any:
-        # h2's ``FrameBuffer.__next__`` for one frame at ``start``: the header parsed
-        # (its errors raised even before the body is here), the body parsed from a
-        # copy (as h2 does: hyperframe may keep what it is given), then through h2's
-        # header-block buffer. None: the frame was taken into a header block.
+    def _record(
+        self, buf: bytearray, start: int, length: int, kind: int, flags: int, sid: int
+    ) -> frames.Frame:
+        # The complete frame at ``start`` as our record, its bytes consumed.
+        if kind == _CONTINUATION or (kind in _BLOCK_STARTS and not flags & _END_HEADERS):
+            self._count_block(kind, length, flags & _END_HEADERS)
+            if not length and kind == _CONTINUATION:
+                self.empty_continuations += 1
         try:
-            f, _ = Frame.parse_frame_header(memoryview(data)[start : start + 9])
-        except (InvalidDataError, InvalidFrameError) as err:
-            raise ProtocolError(f"Received frame with invalid header: {err!s}") from err
-        if not complete:
-            raise StopIteration
-        self._validate_frame_length(length)
-        try:
-            f.parse_body(memoryview(data[start + 9 : start + 9 + length]))
-        except InvalidDataError as err:
-            raise ProtocolError("Received frame with non-compliant data") from err
-        except InvalidFrameError as err:
-            raise FrameDataMissingError("Frame data missing or invalid") from err
+            record = frames.parse_payload(buf, start + 9, length, kind, flags, sid)
+        except frames.FrameError as err:
+            raise h2_error(err) from err
         if 9 + length > self._slack:
             self._slack = 9 + length
         self._start = start + 9 + length
-        return self._update_header_buffer(f)
+        return record
+
+    def _inbound_data(
+        self, buf: bytearray, start: int, length: int, flags: int, sid: int
+    ) -> InboundData:
+        # The complete DATA frame at ``start`` for h2 (and the speed layer's
+        # ``_data_event``), its bytes consumed: the payload a view of the buffer
+        # when ``views`` is set, else a copy of it.
+        try:
+            first, end, pad = frames.data_bounds(buf, start + 9, length, flags)
+        except frames.FrameError as err:
+            raise h2_error(err) from err
+        payload: bytes | memoryview = memoryview(buf)[first:end]
+        if not self.views:
+            payload = bytes(payload)
+        if 9 + length > self._slack:
+            self._slack = 9 + length
+        self._start = start + 9 + length
+        return InboundData(sid, _DATA_FLAGS[flags & 0x9], payload, pad, length)
+
+    def _check_first(self, buf: bytearray, start: int, kind: int, flags: int, sid: int) -> None:
+        # A client's first frame header from the server (docstring, §3.4).
+        if kind != _SETTINGS or flags & 0x1 or sid:
+            raise ProtocolError(
+                "the server did not answer with HTTP/2:"
+                f" {bytes(buf[start : min(start + 64, self._end)])!r}"
+            )
+        self._first_checked = True
+
+    def _through_block(self, record: frames.Frame) -> Any:
+        # h2's ``FrameBuffer._update_header_buffer`` on our records: the frame for
+        # h2, or None when it went into the header block still arriving.
+        block = self._block
+        if block:
+            if type(record) is not frames.Continuation or record.stream_id != block[0].stream_id:
+                raise ProtocolError("Invalid frame during header block.")
+            block.append(record)
+            if len(block) > CONTINUATION_BACKLOG:
+                raise ProtocolError("Too many continuation frames received.")
+            if not record.flags & _END_HEADERS:
+                return None
+            self._block = []
+            first = block[0]
+            fragment = b"".join(frame.fragment for frame in block)
+            record = first._replace(flags=first.flags | _END_HEADERS, fragment=fragment)
+        elif type(record) is frames.Data:  # (only in a header block: refused above)
+            raise AssertionError("DATA takes __next__'s short way")
+        elif (
+            type(record) is frames.Headers or type(record) is frames.PushPromise
+        ) and not record.flags & _END_HEADERS:
+            block.append(record)
+            return None
+        return h2_frame(record)
 
 
 def _bodiless_status(headers: Any) -> bool:
@@ -762,7 +818,11 @@ class FixedConnection(h2.connection.H2Connection):
 
     def __init__(self, config: h2.config.H2Configuration) -> None:
         super().__init__(config=config)
-        self.incoming_buffer: FixedFrameBuffer = FixedFrameBuffer(server=not config.client_side)
+        # Ours in the place of h2's FrameBuffer (h2 only reads it in ``receive_data``,
+        # which we override).
+        self.incoming_buffer: FixedFrameBuffer = FixedFrameBuffer(  # type: ignore[assignment]
+            server=not config.client_side
+        )
         # DATA frames parsed in place go where hyperframe's DataFrame goes (h2's
         # handlers read only the fields InboundData has).
         self._frame_dispatch_table[InboundData] = self._receive_data_frame  # type: ignore[index]
@@ -930,13 +990,9 @@ class FixedConnection(h2.connection.H2Connection):
                     self._preface_checked = True
                 # The speed layer's usual DATA frame without h2's dispatch
                 # (``_receive_frame``): its event; None for any other frame, which
-                # takes h2's dispatch. (h2 types its frame buffer's frames as
-                # hyperframe's; ours are InboundData for DATA.)
-                event = (
-                    self._data_event(frame)
-                    if frame.__class__ is InboundData  # type: ignore[comparison-overlap]
-                    else None
-                )
+                # takes h2's dispatch. (Our frame buffer's frames are hyperframe's,
+                # and InboundData for DATA.)
+                event = self._data_event(frame) if frame.__class__ is InboundData else None
                 if event is not None:
                     events.append(event)
                 else:
@@ -954,9 +1010,6 @@ class FixedConnection(h2.connection.H2Connection):
                 if count == max_frames:
                     self.input_pending = True
                     break
-        except InvalidPaddingError as e:
-            self._terminate_connection(ErrorCodes.PROTOCOL_ERROR)
-            raise ProtocolError("Received frame with invalid padding.") from e
         except ProtocolError as e:
             # A header list over READ_ON_FACTOR times our limit (h2's
             # DenialOfServiceError) stays a connection error: the decoder stopped
@@ -1213,13 +1266,11 @@ class FixedConnection(h2.connection.H2Connection):
         state = machine.state
         if state is not _OPEN and state is not _HALF_CLOSED_REMOTE:
             machine.process_input(StreamInputs.SEND_DATA)
-        flags = 0
         if end_stream:
             machine.process_input(StreamInputs.SEND_END_STREAM)
-            flags = 0x1  # END_STREAM
         stream.outbound_flow_control_window -= length
         self.outbound_flow_control_window -= length
-        header = _DATA_HEADER.pack(length >> 8, length & 0xFF, flags, stream_id)
+        header = frames.data_header(length, stream_id, end_stream)
         data = self._data_to_send
         if not data:
             return header  # the usual case: no new buffer, no copy of the header

@@ -1,0 +1,28 @@
+"""trio_h2t's HTTP/2 protocol layer, sans-IO: bytes in, records and events out; calls in, bytes out.
+
+One noun per module, in the manner of h11 and h2 (docs/h2-contract.md, "Which
+protocol core"):
+
+- ``frames``: the frame codec of RFC 9113 §4 and §6: the 9-byte header, each frame
+  type's payload parsed in place into immutable records (DATA as a view, not a
+  copy), the framing rules as connection errors carrying their code, and the
+  serializers of every frame we send. (exists)
+- ``hpack``: HPACK encoder and decoder with bounded tables and the header-list
+  limit. (planned; branch ``states``)
+- ``streamstates``: the stream state machine of §5.1 as a table of
+  ``(state, event) -> (state, action)``, as data. (planned; branch ``states``)
+- ``connection``: settings, the stream registry and GOAWAY bookkeeping; takes
+  frames, returns events and frames to send. (planned)
+- flow control: connection and stream windows. (planned)
+
+Until ``connection`` lands, h2 (patched by ``_h2fixes`` and ``_h2fast``) is the
+connection and stream core, and the modules here replace its pieces one at a time.
+
+Rules of the package: nothing here imports trio or the task layer (not even for
+annotations; ``tests/test_import.py`` enforces it), nothing rewrites h2's,
+hpack's or hyperframe's classes or tables, and stock h2 (with hpack and hyperframe)
+is the oracle: differential tests (``tests/test_h2_frames.py`` for the frames) feed
+the same input to both and compare what comes out.
+
+This ``__init__`` imports nothing: import the modules themselves.
+"""
