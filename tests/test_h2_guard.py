@@ -1,7 +1,7 @@
 """Every private h2/hpack/hyperframe name trio_h2t uses or overrides still exists, compatibly.
 
 trio_h2t subclasses h2's connection and stream and reads a few private attributes
-(``_h2fixes.py``, the correctness layer; ``_h2fast.py``, the speed layer; ``_hpack.py``).
+(``_h2fixes.py``, the correctness layer; ``_h2fast.py``, the speed layer; ``_h2/hpack.py``).
 A new h2 release that renames one would break us quietly; these tests fail first,
 naming it, and a private name used in those modules but not pinned here fails too.
 ``.ci/run`` also runs the suite against the newest h2 release. The one private name
@@ -34,9 +34,9 @@ from hyperframe.exceptions import InvalidPaddingError
 from hyperframe.frame import HeadersFrame
 
 import trio_h2t
+from trio_h2t._h2.hpack import CachingDecoder, HeaderListTooLarge, ReadOnDecoder
 from trio_h2t._h2fast import FastStream
 from trio_h2t._h2fixes import FixedFrameBuffer
-from trio_h2t._hpack import CachingDecoder, HeaderListTooLarge, ReadOnDecoder
 from trio_h2t._sockopts import CLOSED_ERRNOS, stdlib_socket
 
 #: (class, private method, parameter names we rely on).
@@ -96,7 +96,7 @@ METHODS = [
     (hpack.Encoder, "encode", ("self", "headers", "huffman")),
     (hpack.Decoder, "decode", ("self", "data", "raw")),
     (h2.stream.H2Stream, "reset_stream", ("self", "error_code")),
-    # _hpack.ReadOnDecoder reads blocks with its own loop, on hpack's pieces:
+    # _h2.hpack.ReadOnDecoder reads blocks with its own loop, on hpack's pieces:
     (hpack.Decoder, "_update_encoding_context", ("self", "data")),
     (hpack.Decoder, "_assert_valid_table_size", ("self",)),
     (hpack.table.HeaderTable, "get_by_index", ("self", "index")),
@@ -159,7 +159,7 @@ OURS = {
     "_validated",
 }
 
-_MODULES = ("_h2fixes.py", "_h2fast.py", "_hpack.py", "_h2state.py")
+_MODULES = ("_h2fixes.py", "_h2fast.py", "_h2/hpack.py", "_h2state.py")
 _THEIR_CLASSES = (
     h2.connection.H2Connection,
     h2.stream.H2Stream,
@@ -191,7 +191,7 @@ def _private_names_in_our_layers() -> set[str]:
 
 
 def test_every_private_name_our_layers_use_is_pinned_here() -> None:
-    """Each private name in _h2fixes/_h2fast/_hpack is pinned above (h2's) or listed as ours."""
+    """Each private name in _h2fixes/_h2fast/_h2.hpack is pinned above (h2's) or listed as ours."""
     pinned = {name for _, name, _ in METHODS} | ATTRIBUTES | OURS
     assert sorted(_private_names_in_our_layers() - pinned) == []
 

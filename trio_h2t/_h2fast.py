@@ -14,7 +14,7 @@ layer, and ``tests/conformance`` runs against a server with it switched off
    comment calls it "somewhat expensive"), and sent blocks are framed straight into
    h2's buffer (``send_headers``) instead of through hyperframe objects, with h2's
    state transitions unchanged. HPACK remembers whole blocks that leave its table as
-   it was (``_hpack``).
+   it was (``_h2.hpack``).
 2. **One object per stream, not three.** ``FastStream`` is also its own state
    machine and inbound window manager, and is built directly by
    ``_begin_new_stream`` (fewer objects for the cyclic collector at high
@@ -46,9 +46,9 @@ from h2.exceptions import ProtocolError, StreamIDTooLowError
 from h2.stream import StreamInputs
 from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
 
+from ._h2.hpack import CachingDecoder, CachingEncoder
 from ._h2fixes import FixedConnection, FixedStream, InboundData, _Malformed
 from ._headers import validate_received
-from ._hpack import CachingDecoder, CachingEncoder
 
 __all__ = ["FastConnection", "FastStream"]
 

@@ -54,10 +54,10 @@ The patches, by kind (section markers in the code below use the same numbers):
    HEAD or on a 204/304 response (RFC 9110 §6.4.1, §9.3.2), and for a message ended
    by HEADERS or trailers short of its content-length. A header list over our
    SETTINGS_MAX_HEADER_LIST_SIZE is a stream error too: our decoder
-   (``_hpack.ReadOnDecoder``) reads the whole block, keeping the dynamic table in
+   (``_h2.hpack.ReadOnDecoder``) reads the whole block, keeping the dynamic table in
    step without keeping the fields past the limit, and ``_header_list_too_large``
    answers a request with 431 (RFC 9113 §10.5.1) and resets any other block's
-   stream with ENHANCE_YOUR_CALM; a list over ``_hpack.READ_ON_FACTOR`` times the
+   stream with ENHANCE_YOUR_CALM; a list over ``_h2.hpack.READ_ON_FACTOR`` times the
    limit stays h2's connection error. A client accepts at most
    :data:`MAX_INFORMATIONAL` 1xx responses per stream (h2 allows any number, and
    each is kept for the application); one more resets the stream.
@@ -105,7 +105,7 @@ from hyperframe.frame import (
     SettingsFrame,
 )
 
-from ._hpack import READ_ON_FACTOR, HeaderListTooLarge, ReadOnDecoder
+from ._h2.hpack import READ_ON_FACTOR, HeaderListTooLarge, ReadOnDecoder
 
 # A DATA frame's header: 24-bit length (as 16 + 8 bits), type 0, flags, stream id
 # (RFC 9113 §4.1, §6.1).
@@ -274,11 +274,11 @@ class FixedFrameBuffer(FrameBuffer):
       A block whose fragments so far add up to more than ``max_header_block``
       bytes is refused while it is still arriving (``DenialOfServiceError``:
       GOAWAY(ENHANCE_YOUR_CALM)). ``make_h2_state`` sets it to
-      ``_hpack.READ_ON_FACTOR`` times our SETTINGS_MAX_HEADER_LIST_SIZE: an
+      ``_h2.hpack.READ_ON_FACTOR`` times our SETTINGS_MAX_HEADER_LIST_SIZE: an
       encoder never needs more bytes than the list's size counts (each field
       counts 32 bytes more than its name and value; HPACK spends at most a few on
       it), so such a block decodes to a list past the size whose decoding
-      ``_hpack.ReadOnDecoder`` stops as a connection error anyway.
+      ``_h2.hpack.ReadOnDecoder`` stops as a connection error anyway.
     - §6.2: a padded HEADERS frame's padding may take all that follows the Pad
       Length (and priority) fields, leaving an empty field block fragment; only
       padding *longer* than that is a PROTOCOL_ERROR. hyperframe's
