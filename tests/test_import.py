@@ -47,6 +47,7 @@ SANS_IO = frozenset(
         "_flow",
         "_h2.__init__",
         "_h2.hpack",
+        "_h2.streamstates",
         "_h2fast",
         "_h2fixes",
         "_h2state",
@@ -76,8 +77,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # The sans-IO HTTP/2 layer (docs/h2-contract.md's last section): no h2 inside.
     "_h2.__init__": frozenset(),
     "_h2.hpack": frozenset(),
+    "_h2.streamstates": frozenset(),
     "_h2fixes": frozenset({"_h2.hpack"}),
-    "_h2fast": frozenset({"_h2fixes", "_headers", "_h2.hpack"}),
+    "_h2fast": frozenset({"_h2fixes", "_headers", "_h2.hpack", "_h2.streamstates"}),
     "_h2state": frozenset({"_h2fast", "_h2fixes", "_h2.hpack"}),
     "_items": frozenset(),
     "_outstream": frozenset(),

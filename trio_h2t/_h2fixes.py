@@ -1202,10 +1202,10 @@ class FixedConnection(h2.connection.H2Connection):
             raise FrameTooLargeError(
                 f"Cannot send frame size {length}, max frame size is {self.max_outbound_frame_size}"
             )
-        # In the open states h2's SEND_DATA transition keeps the state and does
-        # nothing else, but costs a table lookup and a new empty list, twice per
-        # frame; any other state takes h2's own transition (and its error).
-        # tests/test_h2_guard.py checks h2's tables still say so.
+        # In the open states the SEND_DATA transitions keep the state and do nothing
+        # else, so they are skipped; any other state takes the transition (and its
+        # error). tests/test_h2_guard.py checks that the tables (h2's connection
+        # table, and both stream tables: h2's and ours, _h2/streamstates.py) say so.
         conn_state = self.state_machine.state
         if conn_state is not _CLIENT_OPEN and conn_state is not _SERVER_OPEN:
             self.state_machine.process_input(ConnectionInputs.SEND_DATA)
