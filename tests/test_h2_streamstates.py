@@ -31,6 +31,7 @@ from trio_h2t._h2.streamstates import (
     CLOSES,
     EFFECTS,
     PROTOCOL_ERROR,
+    REPORTS,
     STREAM_CLOSED,
     TRANSITIONS,
     Action,
@@ -234,10 +235,12 @@ def test_a_pair_missing_from_the_table_is_a_protocol_error(
     assert machine.state is StreamState.CLOSED
 
 
-def test_every_action_has_an_effect_and_every_closing_action_ends_closed() -> None:
-    """The tables agree: each action has an effect; an action recording how the
-    stream closed only ever ends in CLOSED."""
-    assert set(EFFECTS) == set(Action)
+def test_every_action_has_a_meaning_and_every_closing_action_ends_closed() -> None:
+    """The tables agree: each action reports an event (REPORTS), has an effect
+    (EFFECTS) or records how the stream closed (CLOSES), never both of the first
+    two; an action recording how the stream closed only ever ends in CLOSED."""
+    assert set(EFFECTS) | set(REPORTS) | set(CLOSES) == set(Action)
+    assert not set(EFFECTS) & set(REPORTS)
     for (_, _), (new_state, action) in TRANSITIONS.items():
         if action in CLOSES:
             assert new_state is StreamState.CLOSED

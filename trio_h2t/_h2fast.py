@@ -52,6 +52,7 @@ from ._h2.hpack import CachingDecoder, CachingEncoder
 from ._h2.streamstates import (
     CLOSES,
     EFFECTS,
+    REPORTS,
     TRANSITIONS,
     StreamClosed,
     StreamEvent,
@@ -82,32 +83,52 @@ _FRAME_HEADER = struct.Struct(">HBBBL")
 # ---------------------------------------------------------------- stream states in h2's terms
 
 _Effect = Callable[[Any], StreamEvent | None]
+#: A row of our table in h2's terms: the new state, how it closed the stream (h2's
+#: StreamClosedBy) or None, the effect or None, the event class it reports
+#: regardless of flags or None.
+_Row = tuple[StreamState, StreamClosedBy | None, _Effect | None, type[Any] | None]
 
 
-def _h2_transitions() -> dict[
-    tuple[StreamState, StreamInputs], tuple[StreamState, StreamClosedBy | None, _Effect | None]
-]:
-    """Our table (``_h2/streamstates.py``), keyed by h2's enums: ``(h2 state, h2
-    input) -> (h2 new state, h2's StreamClosedBy or None, effect or None)``. Inputs
-    h2 has no member for (PRIORITY, which h2 never feeds a stream) are left out."""
-    table: dict[
-        tuple[StreamState, StreamInputs],
-        tuple[StreamState, StreamClosedBy | None, _Effect | None],
-    ] = {}
+def _h2_transitions() -> dict[tuple[StreamState, StreamInputs], _Row]:
+    """Our table (``_h2/streamstates.py``), keyed by h2's enums. Inputs h2 has no
+    member for (PRIORITY, which h2 never feeds a stream) are left out."""
+    table: dict[tuple[StreamState, StreamInputs], _Row] = {}
     for (state, input_), (new_state, action) in TRANSITIONS.items():
         h2_input = StreamInputs.__members__.get(input_.name)
         if h2_input is None:
             continue
-        closed_by = None if action is None else CLOSES.get(action)
+        closed_by = effect = report = None
+        if action is not None:
+            closed_by = CLOSES.get(action)
+            effect = EFFECTS.get(action)
+            report = REPORTS.get(action)
         table[(StreamState(state), h2_input)] = (
             StreamState(new_state),
             None if closed_by is None else StreamClosedBy[closed_by.name],
-            None if action is None else EFFECTS[action],
+            effect,
+            None if report is None else _H2_EVENT_CLASSES[report][0],
         )
     return table
 
 
-_H2_TRANSITIONS = _h2_transitions()
+#: Each of our stream events as h2's class, and whether h2 builds it with the
+#: stream id (``H2StreamStateMachine``'s effects); PUSHED_STREAM_RECEIVED, which
+#: names the parent stream instead, is ``_pushed_stream_received``.
+_H2_EVENT_CLASSES: dict[StreamEvent, tuple[type[Any], bool]] = {
+    StreamEvent.REQUEST_SENT: (h2.events._RequestSent, False),
+    StreamEvent.RESPONSE_SENT: (h2.events._ResponseSent, False),
+    StreamEvent.TRAILERS_SENT: (h2.events._TrailersSent, False),
+    StreamEvent.PUSHED_REQUEST_SENT: (h2.events._PushedRequestSent, False),
+    StreamEvent.REQUEST_RECEIVED: (h2.events.RequestReceived, True),
+    StreamEvent.RESPONSE_RECEIVED: (h2.events.ResponseReceived, True),
+    StreamEvent.TRAILERS_RECEIVED: (h2.events.TrailersReceived, True),
+    StreamEvent.INFORMATIONAL_RESPONSE_RECEIVED: (h2.events.InformationalResponseReceived, True),
+    StreamEvent.DATA_RECEIVED: (h2.events.DataReceived, True),
+    StreamEvent.WINDOW_UPDATED: (h2.events.WindowUpdated, True),
+    StreamEvent.STREAM_ENDED: (h2.events.StreamEnded, True),
+    StreamEvent.STREAM_RESET: (h2.events.StreamReset, True),
+    StreamEvent.ALTERNATIVE_SERVICE_AVAILABLE: (h2.events.AlternativeServiceAvailable, False),
+}
 
 
 def _pushed_stream_received(stream_id: int) -> h2.events.Event:
@@ -116,25 +137,7 @@ def _pushed_stream_received(stream_id: int) -> h2.events.Event:
     return event
 
 
-#: Each of our stream events as h2 builds it (``H2StreamStateMachine``'s effects).
-_H2_EVENTS: dict[StreamEvent, Callable[[int], h2.events.Event]] = {
-    StreamEvent.REQUEST_SENT: lambda _: h2.events._RequestSent(),
-    StreamEvent.RESPONSE_SENT: lambda _: h2.events._ResponseSent(),
-    StreamEvent.TRAILERS_SENT: lambda _: h2.events._TrailersSent(),
-    StreamEvent.PUSHED_REQUEST_SENT: lambda _: h2.events._PushedRequestSent(),
-    StreamEvent.REQUEST_RECEIVED: lambda sid: h2.events.RequestReceived(stream_id=sid),
-    StreamEvent.RESPONSE_RECEIVED: lambda sid: h2.events.ResponseReceived(stream_id=sid),
-    StreamEvent.TRAILERS_RECEIVED: lambda sid: h2.events.TrailersReceived(stream_id=sid),
-    StreamEvent.INFORMATIONAL_RESPONSE_RECEIVED: (
-        lambda sid: h2.events.InformationalResponseReceived(stream_id=sid)
-    ),
-    StreamEvent.DATA_RECEIVED: lambda sid: h2.events.DataReceived(stream_id=sid),
-    StreamEvent.WINDOW_UPDATED: lambda sid: h2.events.WindowUpdated(stream_id=sid),
-    StreamEvent.STREAM_ENDED: lambda sid: h2.events.StreamEnded(stream_id=sid),
-    StreamEvent.STREAM_RESET: lambda sid: h2.events.StreamReset(stream_id=sid),
-    StreamEvent.PUSHED_STREAM_RECEIVED: _pushed_stream_received,
-    StreamEvent.ALTERNATIVE_SERVICE_AVAILABLE: lambda _: h2.events.AlternativeServiceAvailable(),
-}
+_H2_TRANSITIONS = _h2_transitions()
 
 
 def _h2_error(exc: StreamStateError) -> ProtocolError:
@@ -207,21 +210,28 @@ class FastStream(FixedStream, h2.windows.WindowManager):
         """h2's ``H2StreamStateMachine.process_input`` on our table: the same
         states, events and errors (``tests/test_h2_streamstates.py``)."""
         old_state = self.state
-        row = _H2_TRANSITIONS.get((old_state, input_))
-        if row is None:
+        try:
+            row = _H2_TRANSITIONS[(old_state, input_)]
+        except KeyError:
             self.state = _STREAM_CLOSED
-            raise ProtocolError(f"Invalid input {input_} in state {old_state}")
-        self.state, closed_by, effect = row
-        if effect is None:
-            return []
+            raise ProtocolError(f"Invalid input {input_} in state {old_state}") from None
+        self.state, closed_by, effect, report = row
         if closed_by is not None:
             self.stream_closed_by = closed_by
+        if effect is None:
+            return [] if report is None else [report(stream_id=self.stream_id)]
         try:
             event = effect(self)
         except StreamStateError as exc:
             self.state = _STREAM_CLOSED
             raise _h2_error(exc) from None
-        return [] if event is None else [_H2_EVENTS[event](self.stream_id)]
+        if event is None:
+            return []
+        entry = _H2_EVENT_CLASSES.get(event)
+        if entry is None:
+            return [_pushed_stream_received(self.stream_id)]
+        cls, with_id = entry
+        return [cls(stream_id=self.stream_id)] if with_id else [cls()]
 
     def _validated(self, headers: Any, events: list[Any], header_encoding: Any) -> Any:
         # FixedStream's (h2's ``_process_received_headers`` pipeline) in one pass:

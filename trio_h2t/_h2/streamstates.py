@@ -21,8 +21,9 @@ CONTINUATIONs are one input: the frame layer assembles a header block before the
 stream sees it, so a CONTINUATION that reaches the stream (``RECV_CONTINUATION``)
 has no row anywhere and is a PROTOCOL_ERROR. A row is ``(new state, action)``: the
 action names what the transition means (a request sent, a response received, a
-reset, ...) and is one of :class:`Action`; :data:`EFFECTS` gives each action's
-effect, a small function of the stream's flags that updates them and returns the
+reset, ...) and is one of :class:`Action`. :data:`REPORTS` gives the event of an
+action that only reports one; :data:`EFFECTS` the effect of an action that depends
+on the stream's flags, a small function that updates them and returns the
 :class:`StreamEvent` it reports (or None), or raises. :data:`CLOSES` records, for the
 actions that close the stream, how it closed (:class:`ClosedBy`): the connection
 needs it to answer late frames. :class:`StreamStateMachine` runs it all.
@@ -59,13 +60,14 @@ immutable.
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import Enum, IntEnum
+from enum import Enum, IntEnum, StrEnum
 from typing import Final, Protocol
 
 __all__ = [
     "CLOSES",
     "EFFECTS",
     "PROTOCOL_ERROR",
+    "REPORTS",
     "STREAM_CLOSED",
     "TRANSITIONS",
     "Action",
@@ -96,7 +98,7 @@ class StreamState(IntEnum):
     CLOSED = 6
 
 
-class StreamInput(Enum):
+class StreamInput(IntEnum):
     """What can happen to a stream: a frame sent or received, or END_STREAM.
 
     Names and numbers are h2's ``StreamInputs``' (0-18), so that the binding to h2
@@ -126,7 +128,7 @@ class StreamInput(Enum):
     RECV_PRIORITY = 20
 
 
-class ClosedBy(Enum):
+class ClosedBy(IntEnum):
     """How a stream closed (h2's ``StreamClosedBy``, with its numbers)."""
 
     SEND_END_STREAM = 0
@@ -135,7 +137,7 @@ class ClosedBy(Enum):
     RECV_RST_STREAM = 3
 
 
-class StreamEvent(Enum):
+class StreamEvent(StrEnum):
     """What a transition reports. The names are h2's event classes' (the ``*_SENT``
     ones are h2's private ``_RequestSent``-style events of its send path)."""
 
@@ -186,7 +188,7 @@ class StreamClosed(StreamStateError):
         self.reset = reset
 
 
-class Action(Enum):
+class Action(StrEnum):
     """What a transition means; :data:`EFFECTS` holds what each one does."""
 
     REQUEST_SENT = "request_sent"
@@ -488,33 +490,25 @@ def _alt_svc_received(s: StreamFlags) -> StreamEvent | None:
     return StreamEvent.ALTERNATIVE_SERVICE_AVAILABLE
 
 
-def _reports(event: StreamEvent) -> Callable[[StreamFlags], StreamEvent]:
-    def effect(s: StreamFlags) -> StreamEvent:
-        return event
-
-    effect.__name__ = f"_reports_{event.name.lower()}"
-    return effect
-
-
-def _nothing(s: StreamFlags) -> None:
-    return None
-
-
 Effect = Callable[[StreamFlags], "StreamEvent | None"]
 
-#: What each action does to the flags, and the event it reports (or raises).
+#: The actions that only report an event, whatever the flags.
+REPORTS: Final[dict[Action, StreamEvent]] = {
+    _A.WINDOW_UPDATED: StreamEvent.WINDOW_UPDATED,
+    _A.HALF_CLOSED: StreamEvent.STREAM_ENDED,
+    _A.ENDED: StreamEvent.STREAM_ENDED,
+    _A.RESET_RECEIVED: StreamEvent.STREAM_RESET,
+}
+
+#: What the other actions do to the flags, and the event each reports (or raises).
+#: An action in neither map (our END_STREAM or RST_STREAM sent) reports nothing and
+#: only records how the stream closed (:data:`CLOSES`).
 EFFECTS: Final[dict[Action, Effect]] = {
     _A.REQUEST_SENT: _request_sent,
     _A.RESPONSE_SENT: _response_sent,
     _A.REQUEST_RECEIVED: _request_received,
     _A.RESPONSE_RECEIVED: _response_received,
     _A.DATA_RECEIVED: _data_received,
-    _A.WINDOW_UPDATED: _reports(StreamEvent.WINDOW_UPDATED),
-    _A.HALF_CLOSED: _reports(StreamEvent.STREAM_ENDED),
-    _A.ENDED: _reports(StreamEvent.STREAM_ENDED),
-    _A.END_STREAM_SENT: _nothing,
-    _A.RESET_SENT: _nothing,
-    _A.RESET_RECEIVED: _reports(StreamEvent.STREAM_RESET),
     _A.RESET_ON_ERROR: _reset_on_error,
     _A.RECV_ON_CLOSED: _on_closed,
     _A.SEND_ON_CLOSED: _on_closed,
@@ -576,15 +570,18 @@ class StreamStateMachine:
         row = TRANSITIONS.get((old, input_))
         if row is None:
             self.state = StreamState.CLOSED
-            raise StreamProtocolError(f"Invalid input {input_} in state {old}")
+            raise StreamProtocolError(f"Invalid input StreamInput.{input_.name} in state {old}")
         self.state, action = row
         if action is None:
             return None
         closed_by = CLOSES.get(action)
         if closed_by is not None:
             self.stream_closed_by = closed_by
+        effect = EFFECTS.get(action)
+        if effect is None:
+            return REPORTS.get(action)
         try:
-            return EFFECTS[action](self)
+            return effect(self)
         except StreamStateError:
             self.state = StreamState.CLOSED
             raise
