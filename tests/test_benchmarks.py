@@ -498,6 +498,21 @@ def test_micro_frames_runs_and_both_codecs_agree() -> None:
     rows = [line for line in proc.stdout.splitlines() if "agree:" in line]
     assert len(rows) == 4, proc.stdout
     assert all(row.endswith("agree: yes") for row in rows), proc.stdout
+def test_micro_headers_runs_both_designs_with_the_same_verdicts() -> None:
+    """micro/headers.py checks ours and h2's validate_headers chain agree, then times both."""
+    proc = script("micro/headers.py", "--ops", "20", "--reps", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "same verdicts: yes" in proc.stdout
+    assert "h2 / ours" in proc.stdout
+
+
+def test_micro_streamstates_runs_every_design_with_the_same_outcomes() -> None:
+    """micro/streamstates.py checks FastStream, our table and h2's machine agree, then
+    times all three."""
+    proc = script("micro/streamstates.py", "--ops", "20", "--reps", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "same outcomes: yes" in proc.stdout
+    assert "h2 / design" in proc.stdout
 
 
 def test_benchmain_compare_prints_before_after_percentage(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ version (the one the suite tests) is inside the declared bounds.
 The core may import only the base ``dependencies``; ``trio_h2t.grpc`` also its
 ``grpc`` extra, ``trio_h2t.interop`` its ``interop`` extra and ``trio_h2t.testing``
 its ``testing`` extra. hpack and hyperframe are h2's own dependencies, but the core
-imports them itself (``_hpack.py``, ``_h2fixes.py``), so they are declared, with the
+imports them itself (``_h2/hpack.py``, ``_h2fixes.py``), so they are declared, with the
 bounds the suite runs.
 """
 

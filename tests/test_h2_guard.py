@@ -1,7 +1,7 @@
 """Every private h2/hpack/hyperframe name trio_h2t uses or overrides still exists, compatibly.
 
 trio_h2t subclasses h2's connection and stream and reads a few private attributes
-(``_h2fixes.py``, the correctness layer; ``_h2fast.py``, the speed layer; ``_hpack.py``).
+(``_h2fixes.py``, the correctness layer; ``_h2fast.py``, the speed layer; ``_h2/hpack.py``).
 A new h2 release that renames one would break us quietly; these tests fail first,
 naming it, and a private name used in those modules but not pinned here fails too.
 ``.ci/run`` also runs the suite against the newest h2 release. The one private name
@@ -33,9 +33,10 @@ from hyperframe.exceptions import InvalidPaddingError
 from hyperframe.frame import HeadersFrame
 
 import trio_h2t
+from trio_h2t._h2.hpack import CachingDecoder, HeaderListTooLarge, ReadOnDecoder
+from trio_h2t._h2.streamstates import TRANSITIONS, StreamInput, StreamState
 from trio_h2t._h2fast import FastStream
 from trio_h2t._h2fixes import FixedFrameBuffer
-from trio_h2t._hpack import CachingDecoder, HeaderListTooLarge, ReadOnDecoder
 from trio_h2t._sockopts import CLOSED_ERRNOS, stdlib_socket
 
 #: (class, private method, parameter names we rely on).
@@ -91,7 +92,7 @@ METHODS = [
     (hpack.Encoder, "encode", ("self", "headers", "huffman")),
     (hpack.Decoder, "decode", ("self", "data", "raw")),
     (h2.stream.H2Stream, "reset_stream", ("self", "error_code")),
-    # _hpack.ReadOnDecoder reads blocks with its own loop, on hpack's pieces:
+    # _h2.hpack.ReadOnDecoder reads blocks with its own loop, on hpack's pieces:
     (hpack.Decoder, "_update_encoding_context", ("self", "data")),
     (hpack.Decoder, "_assert_valid_table_size", ("self",)),
     (hpack.table.HeaderTable, "get_by_index", ("self", "index")),
@@ -115,6 +116,10 @@ ATTRIBUTES = {
     "_normalize_inbound_headers",
     "_validate_inbound_headers",
 }
+
+#: h2's private events of its send path, which FastStream's state machine builds as
+#: h2's does (``_h2fast._H2_EVENTS``).
+SENT_EVENTS = {"_RequestSent", "_ResponseSent", "_TrailersSent", "_PushedRequestSent"}
 
 #: Private names our layers introduce; none may collide with a name h2 or hpack defines.
 OURS = {
@@ -154,7 +159,7 @@ OURS = {
     "_validated",
 }
 
-_MODULES = ("_h2fixes.py", "_h2fast.py", "_hpack.py", "_h2state.py")
+_MODULES = ("_h2fixes.py", "_h2fast.py", "_h2/hpack.py", "_h2state.py")
 _THEIR_CLASSES = (
     h2.connection.H2Connection,
     h2.stream.H2Stream,
@@ -185,8 +190,8 @@ def _private_names_in_our_layers() -> set[str]:
 
 
 def test_every_private_name_our_layers_use_is_pinned_here() -> None:
-    """Each private name in _h2fixes/_h2fast/_hpack is pinned above (h2's) or listed as ours."""
-    pinned = {name for _, name, _ in METHODS} | ATTRIBUTES | OURS
+    """Each private name in _h2fixes/_h2fast/_h2.hpack is pinned above (h2's) or listed as ours."""
+    pinned = {name for _, name, _ in METHODS} | ATTRIBUTES | SENT_EVENTS | OURS
     assert sorted(_private_names_in_our_layers() - pinned) == []
 
 
@@ -227,6 +232,13 @@ def test_private_attributes_exist() -> None:
         assert hasattr(stream, name), name
 
 
+@pytest.mark.parametrize("name", sorted(SENT_EVENTS))
+def test_private_sent_events_exist(name: str) -> None:
+    """h2's private send-path events exist, build without arguments, and are header events."""
+    event = getattr(h2.events, name)()
+    assert isinstance(event, h2.events._HeadersSent)
+
+
 @pytest.mark.parametrize("name", ["normalize_inbound_headers", "validate_inbound_headers"])
 @pytest.mark.parametrize("value", [False, True])
 def test_config_options_live_where_the_speed_layer_reads_them(name: str, value: bool) -> None:
@@ -240,9 +252,8 @@ def test_config_options_live_where_the_speed_layer_reads_them(name: str, value: 
 
 
 def test_send_data_is_a_no_op_transition_in_the_states_frame_data_skips() -> None:
-    """``_h2fixes.frame_data`` skips h2's SEND_DATA transitions in the open states
-    (a lookup and a new list per frame, twice): h2's tables must still keep the
-    state there and run nothing."""
+    """``_h2fixes.frame_data`` skips the SEND_DATA transitions in the open states:
+    h2's tables and ours must still keep the state there and run nothing."""
     conn_states = (
         h2.connection.ConnectionState.CLIENT_OPEN,
         h2.connection.ConnectionState.SERVER_OPEN,
@@ -252,6 +263,8 @@ def test_send_data_is_a_no_op_transition_in_the_states_frame_data_skips() -> Non
         assert table[(cs, h2.connection.ConnectionInputs.SEND_DATA)] == (None, cs)
     for ss in (h2.stream.StreamState.OPEN, h2.stream.StreamState.HALF_CLOSED_REMOTE):
         assert h2.stream._transitions[(ss, h2.stream.StreamInputs.SEND_DATA)] == (None, ss)
+        ours = StreamState(ss)  # FastStream's transitions: _h2/streamstates.py
+        assert TRANSITIONS[(ours, StreamInput.SEND_DATA)] == (ours, None)
 
 
 def test_our_stream_sets_every_attribute_h2s_stream_sets() -> None:

@@ -1,4 +1,4 @@
-"""``trio_h2t._hpack``: the block-remembering encoder and decoder behave as hpack's.
+"""``trio_h2t._h2.hpack``: the block-remembering encoder and decoder behave as hpack's.
 
 Hypothesis drives a plain ``hpack`` pair and a caching pair through the same
 sequence of header blocks (drawn from a small pool, so blocks repeat and hit the
@@ -17,7 +17,7 @@ from hpack import Decoder, Encoder, HeaderTuple, NeverIndexedHeaderTuple
 from hpack.exceptions import HPACKError, InvalidTableSizeError, OversizedHeaderListError
 from hypothesis import example, given, strategies as st
 
-from trio_h2t._hpack import (
+from trio_h2t._h2.hpack import (
     CACHE_ENTRIES,
     READ_ON_FACTOR,
     CachingDecoder,

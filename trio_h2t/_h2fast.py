@@ -14,11 +14,11 @@ layer, and ``tests/conformance`` runs against a server with it switched off
    comment calls it "somewhat expensive"), and sent blocks are framed straight into
    h2's buffer (``send_headers``) instead of through hyperframe objects, with h2's
    state transitions unchanged. HPACK remembers whole blocks that leave its table as
-   it was (``_hpack``).
+   it was (``_h2.hpack``).
 2. **One object per stream, not three.** ``FastStream`` is also its own state
    machine and inbound window manager, and is built directly by
-   ``_begin_new_stream`` (fewer objects for the cyclic collector at high
-   concurrency).
+   ``_begin_new_stream``. Its transitions are our table (``_h2/streamstates.py``), in h2's
+   terms (``_H2_TRANSITIONS``): h2's own table is not read.
 3. **Closed streams in an array.** How closed streams ended is kept in an array of
    at most 1 MiB that grows with the stream ids (``_ClosedStreams``) instead of
    h2's dict of the last 65,536, which reaches 7.9 MB per connection
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import array
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import h2.config
@@ -42,13 +43,23 @@ import h2.events
 import h2.stream
 import h2.windows
 from h2.connection import AllowedStreamIDs, ConnectionInputs
-from h2.exceptions import ProtocolError, StreamIDTooLowError
-from h2.stream import StreamInputs
+from h2.errors import ErrorCodes
+from h2.exceptions import ProtocolError, StreamClosedError, StreamIDTooLowError
+from h2.stream import StreamClosedBy, StreamInputs, StreamState
 from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
 
+from ._h2.hpack import CachingDecoder, CachingEncoder
+from ._h2.streamstates import (
+    CLOSES,
+    EFFECTS,
+    REPORTS,
+    TRANSITIONS,
+    StreamClosed,
+    StreamEvent,
+    StreamStateError,
+)
 from ._h2fixes import FixedConnection, FixedStream, InboundData, _Malformed
 from ._headers import validate_received
-from ._hpack import CachingDecoder, CachingEncoder
 
 __all__ = ["FastConnection", "FastStream"]
 
@@ -56,10 +67,9 @@ _HEADERS = 0x1
 _CONTINUATION = 0x9
 _END_STREAM = 0x1
 _END_HEADERS = 0x4
-#: Where a DATA frame leaves both state machines as they were (h2's tables:
-#: connection RECV_DATA, stream RECV_DATA -> ``data_received``).
-# Compared by identity, not looked up in a set: hashing an enum member is a call of
-# ``Enum.__hash__`` in Python, once per DATA frame each.
+#: Where a DATA frame leaves both state machines as they were (h2's connection
+#: table: RECV_DATA; our stream table, ``_h2/streamstates.py``: RECV_DATA ->
+#: DATA_RECEIVED).
 _CLIENT_OPEN = h2.connection.ConnectionState.CLIENT_OPEN
 _SERVER_OPEN = h2.connection.ConnectionState.SERVER_OPEN
 _STREAM_OPEN = h2.stream.StreamState.OPEN
@@ -70,18 +80,95 @@ _new_object = object.__new__
 _FRAME_HEADER = struct.Struct(">HBBBL")
 
 
-class FastStream(  # type: ignore[misc]  # stream_reset: see below
-    FixedStream, h2.stream.H2StreamStateMachine, h2.windows.WindowManager
-):
+# ---------------------------------------------------------------- stream states in h2's terms
+
+_Effect = Callable[[Any], StreamEvent | None]
+#: A row of our table in h2's terms: the new state, how it closed the stream (h2's
+#: StreamClosedBy) or None, the effect or None, the event class it reports
+#: regardless of flags or None.
+_Row = tuple[StreamState, StreamClosedBy | None, _Effect | None, type[Any] | None]
+
+
+def _h2_transitions() -> dict[tuple[StreamState, StreamInputs], _Row]:
+    """Our table (``_h2/streamstates.py``), keyed by h2's enums. Inputs h2 has no
+    member for (PRIORITY, which h2 never feeds a stream) are left out."""
+    table: dict[tuple[StreamState, StreamInputs], _Row] = {}
+    for (state, input_), (new_state, action) in TRANSITIONS.items():
+        h2_input = StreamInputs.__members__.get(input_.name)
+        if h2_input is None:
+            continue
+        closed_by = effect = report = None
+        if action is not None:
+            closed_by = CLOSES.get(action)
+            effect = EFFECTS.get(action)
+            report = REPORTS.get(action)
+        table[(StreamState(state), h2_input)] = (
+            StreamState(new_state),
+            None if closed_by is None else StreamClosedBy[closed_by.name],
+            effect,
+            None if report is None else _H2_EVENT_CLASSES[report][0],
+        )
+    return table
+
+
+#: Each of our stream events as h2's class, and whether h2 builds it with the
+#: stream id (``H2StreamStateMachine``'s effects); PUSHED_STREAM_RECEIVED, which
+#: names the parent stream instead, is ``_pushed_stream_received``.
+_H2_EVENT_CLASSES: dict[StreamEvent, tuple[type[Any], bool]] = {
+    StreamEvent.REQUEST_SENT: (h2.events._RequestSent, False),
+    StreamEvent.RESPONSE_SENT: (h2.events._ResponseSent, False),
+    StreamEvent.TRAILERS_SENT: (h2.events._TrailersSent, False),
+    StreamEvent.PUSHED_REQUEST_SENT: (h2.events._PushedRequestSent, False),
+    StreamEvent.REQUEST_RECEIVED: (h2.events.RequestReceived, True),
+    StreamEvent.RESPONSE_RECEIVED: (h2.events.ResponseReceived, True),
+    StreamEvent.TRAILERS_RECEIVED: (h2.events.TrailersReceived, True),
+    StreamEvent.INFORMATIONAL_RESPONSE_RECEIVED: (h2.events.InformationalResponseReceived, True),
+    StreamEvent.DATA_RECEIVED: (h2.events.DataReceived, True),
+    StreamEvent.WINDOW_UPDATED: (h2.events.WindowUpdated, True),
+    StreamEvent.STREAM_ENDED: (h2.events.StreamEnded, True),
+    StreamEvent.STREAM_RESET: (h2.events.StreamReset, True),
+    StreamEvent.ALTERNATIVE_SERVICE_AVAILABLE: (h2.events.AlternativeServiceAvailable, False),
+}
+
+
+def _pushed_stream_received(stream_id: int) -> h2.events.Event:
+    event = h2.events.PushedStreamReceived()
+    event.parent_stream_id = stream_id
+    return event
+
+
+_H2_TRANSITIONS = _h2_transitions()
+
+
+def _h2_error(exc: StreamStateError) -> ProtocolError:
+    """Our refusal as h2 raises it: ``StreamClosedError`` (with the reset h2 hangs on
+    it when the frame itself closed the stream) or ``ProtocolError``."""
+    if isinstance(exc, StreamClosed):
+        error = StreamClosedError(exc.stream_id)
+        if exc.reset:
+            error._events = [
+                h2.events.StreamReset(
+                    stream_id=exc.stream_id,
+                    error_code=ErrorCodes.STREAM_CLOSED,
+                    remote_reset=False,
+                )
+            ]
+        return error
+    return ProtocolError(*exc.args)
+
+
+_STREAM_CLOSED = StreamState.CLOSED
+
+
+class FastStream(FixedStream, h2.windows.WindowManager):
     """``FixedStream`` as one object, validating received blocks in one pass.
 
     h2's ``H2Stream.__init__`` builds an ``H2StreamStateMachine`` and a
     ``WindowManager`` per stream; here the stream is both (``state_machine`` and
-    ``_inbound_window_manager`` return ``self``), so each stream side costs two
-    GC-tracked objects fewer. The three classes share one attribute, ``stream_id``
-    (always the same value), and one method name, ``stream_reset``, which the state
-    machine only ever calls through its transition table (as a plain function), so
-    h2's own code runs unchanged on the merged object
+    ``_inbound_window_manager`` return ``self``). As a state machine it keeps h2's state and flags
+    (h2's code reads them) and runs our table (``process_input``). The two classes
+    share one attribute, ``stream_id`` (always the same value), so h2's own code
+    runs unchanged on the merged object
     (``tests/test_h2state.py::test_merged_stream_object_behaves_as_h2s_three``).
     """
 
@@ -92,8 +179,16 @@ class FastStream(  # type: ignore[misc]  # stream_reset: see below
         inbound_window_size: int,
         outbound_window_size: int,
     ) -> None:
-        # h2.stream.H2Stream.__init__, minus building the two helper objects.
-        h2.stream.H2StreamStateMachine.__init__(self, stream_id)
+        # h2.stream.H2Stream.__init__, minus building the two helper objects, and
+        # the flags of h2's H2StreamStateMachine.__init__ (streamstates.StreamFlags).
+        self.stream_id = stream_id
+        self.state = StreamState.IDLE
+        self.client: bool | None = None
+        self.headers_sent: bool | None = None
+        self.trailers_sent: bool | None = None
+        self.headers_received: bool | None = None
+        self.trailers_received: bool | None = None
+        self.stream_closed_by: StreamClosedBy | None = None
         h2.windows.WindowManager.__init__(self, inbound_window_size)
         self.max_outbound_frame_size: int | None = None
         self.request_method: bytes | None = None
@@ -111,14 +206,40 @@ class FastStream(  # type: ignore[misc]  # stream_reset: see below
     def _inbound_window_manager(self) -> FastStream:  # type: ignore[override]
         return self
 
+    def process_input(self, input_: StreamInputs) -> list[Any]:
+        """h2's ``H2StreamStateMachine.process_input`` on our table: the same
+        states, events and errors (``tests/test_h2_streamstates.py``)."""
+        old_state = self.state
+        try:
+            row = _H2_TRANSITIONS[(old_state, input_)]
+        except KeyError:
+            self.state = _STREAM_CLOSED
+            raise ProtocolError(f"Invalid input {input_} in state {old_state}") from None
+        self.state, closed_by, effect, report = row
+        if closed_by is not None:
+            self.stream_closed_by = closed_by
+        if effect is None:
+            return [] if report is None else [report(stream_id=self.stream_id)]
+        try:
+            event = effect(self)
+        except StreamStateError as exc:
+            self.state = _STREAM_CLOSED
+            raise _h2_error(exc) from None
+        if event is None:
+            return []
+        entry = _H2_EVENT_CLASSES.get(event)
+        if entry is None:
+            return [_pushed_stream_received(self.stream_id)]
+        cls, with_id = entry
+        return [cls(stream_id=self.stream_id)] if with_id else [cls()]
+
     def _validated(self, headers: Any, events: list[Any], header_encoding: Any) -> Any:
         # FixedStream's (h2's ``_process_received_headers`` pipeline) in one pass:
         # same verdicts, in cost only different. A configuration we do not use
         # (decoded ``str`` headers, inbound normalisation or no validation) takes
         # h2's own path.
-        # The two options are read from where h2's ``config.py`` ``_BooleanConfigOption``
-        # keeps them (``"_" + name``), not through the descriptor: a Python call per
-        # option per block (``tests/test_h2_guard.py`` pins the names).
+        # The two options are read where h2's ``config.py`` ``_BooleanConfigOption``
+        # keeps them (``"_" + name``; ``tests/test_h2_guard.py`` pins the names).
         config: Any = self.config
         if (
             header_encoding
@@ -215,10 +336,8 @@ class FastConnection(FixedConnection):
         self._closed_streams = _ClosedStreams()  # type: ignore[assignment]
 
     def _begin_new_stream(self, stream_id: int, allowed_ids: Any) -> Any:
-        # h2's ``_begin_new_stream``, building ``FastStream`` directly (the
-        # correctness layer's ``__class__`` assignment after the fact would
-        # materialise every stream's attribute dict: one more GC-tracked object per
-        # stream), without its three debug logs.
+        # h2's ``_begin_new_stream``, building ``FastStream`` directly, without its
+        # three debug logs.
         outbound = self._stream_id_is_outbound(stream_id)
         highest = self.highest_outbound_stream_id if outbound else self.highest_inbound_stream_id
         if stream_id <= highest:
@@ -270,8 +389,7 @@ class FastConnection(FixedConnection):
         stream.current_window_size -= n
         data = frame.data
         stream._actual_content_length += len(data)
-        # h2's event with the fields its own __init__ sets (a dataclass with
-        # keyword arguments: a Python call per frame), set here directly
+        # h2's event with the fields its own __init__ sets, set here directly
         # (tests/test_h2_guard.py pins the field list).
         event: Any = _new_object(_DataReceived)
         event.stream_id = stream.stream_id

@@ -54,10 +54,10 @@ The patches, by kind (section markers in the code below use the same numbers):
    HEAD or on a 204/304 response (RFC 9110 §6.4.1, §9.3.2), and for a message ended
    by HEADERS or trailers short of its content-length. A header list over our
    SETTINGS_MAX_HEADER_LIST_SIZE is a stream error too: our decoder
-   (``_hpack.ReadOnDecoder``) reads the whole block, keeping the dynamic table in
+   (``_h2.hpack.ReadOnDecoder``) reads the whole block, keeping the dynamic table in
    step without keeping the fields past the limit, and ``_header_list_too_large``
    answers a request with 431 (RFC 9113 §10.5.1) and resets any other block's
-   stream with ENHANCE_YOUR_CALM; a list over ``_hpack.READ_ON_FACTOR`` times the
+   stream with ENHANCE_YOUR_CALM; a list over ``_h2.hpack.READ_ON_FACTOR`` times the
    limit stays h2's connection error. A client accepts at most
    :data:`MAX_INFORMATIONAL` 1xx responses per stream (h2 allows any number, and
    each is kept for the application); one more resets the stream.
@@ -111,7 +111,7 @@ from hyperframe.frame import (
 )
 
 from ._h2 import frames
-from ._hpack import READ_ON_FACTOR, HeaderListTooLarge, ReadOnDecoder
+from ._h2.hpack import READ_ON_FACTOR, HeaderListTooLarge, ReadOnDecoder
 
 # Enum members as module globals for frame_data, once per DATA frame: on CPython
 # 3.11 each ``StreamState.OPEN``-style class attribute read allocates an object.
@@ -341,11 +341,11 @@ class FixedFrameBuffer:
       A block whose fragments so far add up to more than ``max_header_block``
       bytes is refused while it is still arriving (``DenialOfServiceError``:
       GOAWAY(ENHANCE_YOUR_CALM)). ``make_h2_state`` sets it to
-      ``_hpack.READ_ON_FACTOR`` times our SETTINGS_MAX_HEADER_LIST_SIZE: an
+      ``_h2.hpack.READ_ON_FACTOR`` times our SETTINGS_MAX_HEADER_LIST_SIZE: an
       encoder never needs more bytes than the list's size counts (each field
       counts 32 bytes more than its name and value; HPACK spends at most a few on
       it), so such a block decodes to a list past the size whose decoding
-      ``_hpack.ReadOnDecoder`` stops as a connection error anyway.
+      ``_h2.hpack.ReadOnDecoder`` stops as a connection error anyway.
     - §6.2: a padded HEADERS frame's padding may take all that follows the Pad
       Length (and priority) fields, leaving an empty field block fragment; only
       padding *longer* than that is a PROTOCOL_ERROR. hyperframe's
@@ -1255,10 +1255,10 @@ class FixedConnection(h2.connection.H2Connection):
             raise FrameTooLargeError(
                 f"Cannot send frame size {length}, max frame size is {self.max_outbound_frame_size}"
             )
-        # In the open states h2's SEND_DATA transition keeps the state and does
-        # nothing else, but costs a table lookup and a new empty list, twice per
-        # frame; any other state takes h2's own transition (and its error).
-        # tests/test_h2_guard.py checks h2's tables still say so.
+        # In the open states the SEND_DATA transitions keep the state and do nothing
+        # else, so they are skipped; any other state takes the transition (and its
+        # error). tests/test_h2_guard.py checks that the tables (h2's connection
+        # table, and both stream tables: h2's and ours, _h2/streamstates.py) say so.
         conn_state = self.state_machine.state
         if conn_state is not _CLIENT_OPEN and conn_state is not _SERVER_OPEN:
             self.state_machine.process_input(ConnectionInputs.SEND_DATA)

@@ -14,7 +14,7 @@ trio_h2t drives h2's ``H2Connection`` through two private layers:
 the speed layer out: ``tests/test_h2_layers.py`` and ``tests/conformance`` use it to
 show every correctness patch holds on its own). Everything else is h2's (stream
 states, flow-control windows and their overrun checks), hpack's (HPACK, wrapped by
-``_hpack.py``) or hyperframe's (frame parsing, fed from ``_h2fixes``'s own frame
+``_h2/hpack.py``) or hyperframe's (frame parsing, fed from ``_h2fixes``'s own frame
 buffer). Only loopy takes bytes out (``take_outbound``), after ``send_preface``
 (``data_to_send``).
 """
@@ -26,6 +26,7 @@ from typing import TypeAlias
 import h2.config
 import h2.settings
 
+from ._h2.hpack import READ_ON_FACTOR
 from ._h2fast import FastConnection
 from ._h2fixes import (
     HEADER_LIST_TOO_LARGE_RESPONSE,
@@ -37,7 +38,6 @@ from ._h2fixes import (
     PriorityFrameReceived,
     goaway_frame,
 )
-from ._hpack import READ_ON_FACTOR
 
 __all__ = [
     "HEADER_LIST_TOO_LARGE_RESPONSE",

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import NoReturn
 
 from h2.exceptions import ProtocolError
 from hpack.table import HeaderTable
@@ -137,56 +138,79 @@ def _remember(
 
 
 def _check(headers: Sequence[tuple[bytes, bytes]], response: bool, trailer: bool) -> None:
-    pseudo: set[bytes] = set()
-    regular = False
-    method = authority = host = None
+    """The checks of :func:`validate_received`, on every block: each field, then what
+    the block's kind needs of its pseudo-headers. The received-header hot path,
+    guarded by ``benchmarks/micro/headers.py`` (against h2's ``validate_headers``)."""
+    pseudo: dict[bytes, bytes] = {}  # the pseudo-headers seen, in order, and their values
+    regular = False  # a regular field seen: no pseudo-header may follow
+    host = None
+    request = not response and not trailer
     good = _GOOD_NAMES
     for name, value in headers:
-        if name not in good:
-            if name in _PSEUDO:  # a legal name, and not connection-specific
-                if name in pseudo:
-                    raise ProtocolError(f"Duplicate pseudo-header field {name!r}")
-                if regular:
-                    raise ProtocolError(f"Pseudo-header field out of sequence: {name!r}")
-                pseudo.add(name)
-                if name == b":method":
-                    method = value
-                elif name == b":authority":
-                    authority = value
-                elif name == b":path" and not value and not response and not trailer:
-                    raise ProtocolError("An empty :path header is forbidden")
-            else:
-                _check_name(name)
-                if name[0] == 0x3A:  # ':'
-                    raise ProtocolError(f"Custom pseudo-header field {name!r}")
-                regular = True
-                if name == b"te" and value.lower() != b"trailers":
-                    raise ProtocolError(f"Invalid value for TE header: {value!r}")
-                if name == b"host":
-                    if host is not None and not response and not trailer:
-                        raise ProtocolError("Request header block has multiple Host headers.")
-                    host = value
+        if name in good:
+            regular = True
+        elif name in _PSEUDO:  # a legal name, and not connection-specific
+            if regular or name in pseudo or (request and not value and name == b":path"):
+                _refuse_pseudo_field(name, pseudo, regular)
+            pseudo[name] = value
         else:
+            host = _check_regular_field(name, value, host, request)
             regular = True
         if value and _BAD_VALUE.search(value) is not None:
             raise ProtocolError(f"Illegal header value {value!r}")
-
     if trailer:
         if pseudo:
-            raise ProtocolError(f"Pseudo-header in trailer {pseudo}")
-        return
-    if response:
-        if b":status" not in pseudo:
-            raise ProtocolError("Header block missing mandatory b':status' header")
-        if pseudo & _REQUEST_ONLY:
-            raise ProtocolError(f"Encountered request-only headers {pseudo & _REQUEST_ONLY}")
-        return
-    # A request.
+            raise ProtocolError(f"Pseudo-header in trailer {set(pseudo)}")
+    elif response:
+        _check_response_pseudo(pseudo)
+    else:
+        _check_request_pseudo(pseudo)
+        _check_request_authority(pseudo.get(b":authority"), host)
+
+
+def _refuse_pseudo_field(name: bytes, pseudo: dict[bytes, bytes], regular: bool) -> NoReturn:
+    """Why a pseudo-header is refused: a duplicate, after a regular field, or else a
+    request's empty :path."""
+    if name in pseudo:
+        raise ProtocolError(f"Duplicate pseudo-header field {name!r}")
+    if regular:
+        raise ProtocolError(f"Pseudo-header field out of sequence: {name!r}")
+    raise ProtocolError("An empty :path header is forbidden")
+
+
+def _check_regular_field(
+    name: bytes, value: bytes, host: bytes | None, request: bool
+) -> bytes | None:
+    """A regular field whose name is not known to be good: a legal name, no custom
+    pseudo-header, ``te`` only as ``trailers``, one ``host`` in a request. Returns
+    the block's ``host`` so far."""
+    _check_name(name)
+    if name[0] == 0x3A:  # ':'
+        raise ProtocolError(f"Custom pseudo-header field {name!r}")
+    if name == b"te" and value.lower() != b"trailers":
+        raise ProtocolError(f"Invalid value for TE header: {value!r}")
+    if name != b"host":
+        return host
+    if host is not None and request:
+        raise ProtocolError("Request header block has multiple Host headers.")
+    return value
+
+
+def _check_response_pseudo(pseudo: dict[bytes, bytes]) -> None:
+    """A response's pseudo-headers: :status, and none of a request's."""
+    if b":status" not in pseudo:
+        raise ProtocolError("Header block missing mandatory b':status' header")
+    if pseudo.keys() & _REQUEST_ONLY:
+        raise ProtocolError(f"Encountered request-only headers {pseudo.keys() & _REQUEST_ONLY}")
+
+
+def _check_request_pseudo(pseudo: dict[bytes, bytes]) -> None:
+    """A request's pseudo-headers: :method; :scheme and :path unless an ordinary
+    CONNECT (§8.5), which has neither; no :status; :protocol only on CONNECT."""
     if b":method" not in pseudo:
         raise ProtocolError("Header block missing mandatory b':method' header")
-    connect = method == b"CONNECT"
+    connect = pseudo[b":method"] == b"CONNECT"
     if connect and b":protocol" not in pseudo:
-        # Ordinary CONNECT (§8.5): no :scheme, no :path.
         if b":scheme" in pseudo or b":path" in pseudo:
             raise ProtocolError("Ordinary CONNECT MUST NOT include :scheme or :path")
     elif b":scheme" not in pseudo or b":path" not in pseudo:
@@ -195,6 +219,10 @@ def _check(headers: Sequence[tuple[bytes, bytes]], response: bool, trailer: bool
         raise ProtocolError("Encountered response-only header b':status'")
     if not connect and b":protocol" in pseudo:
         raise ProtocolError("Encountered connect-request-only header b':protocol'")
+
+
+def _check_request_authority(authority: bytes | None, host: bytes | None) -> None:
+    """A request names its authority: :authority or host, equal if both."""
     if authority is None and host is None:
         raise ProtocolError("Request header block does not have an :authority or Host header.")
     if authority is not None and host is not None and authority != host:
@@ -293,30 +321,40 @@ def _check_pseudo_values(
         if name[:1] != b":":
             break
         if name == b":status":
-            if _STATUS.fullmatch(value) is None:
-                raise ValueError(f":status must be three digits from 100 to 599, not {value!r}")
-            if value == b"101":
-                # RFC 9113 §8.6: "the 101 (Switching Protocols) informational status
-                # code cannot be used" (HTTP/2 has no Upgrade).
-                raise ValueError(":status 101 cannot be used in HTTP/2 (RFC 9113 §8.6)")
-            if informational and value[:1] != b"1":
-                raise ValueError(
-                    f":status {value.decode()} is final: send_informational sends 1xx "
-                    "responses only (send_headers sends the final one)"
-                )
-            if not informational and value[:1] == b"1":
-                raise ValueError(
-                    f":status {value.decode()} is informational: send it with "
-                    "send_informational(); send_headers sends the final response (200-599)"
-                )
+            _check_status_value(value, informational)
         elif name == b":method":
             method = value
             if _TOKEN.fullmatch(value) is None:
                 raise ValueError(f":method must be a token (RFC 9110 §5.6.2), not {value!r}")
         elif name == b":path":
             path = value
-    if path is None or response:
-        return
+    if path is not None and not response:
+        _check_path_value(path, method)
+
+
+def _check_status_value(value: bytes, informational: bool) -> None:
+    """A :status to send: three digits, 100-599, not 101; 1xx exactly when
+    ``informational``."""
+    if _STATUS.fullmatch(value) is None:
+        raise ValueError(f":status must be three digits from 100 to 599, not {value!r}")
+    if value == b"101":
+        # RFC 9113 §8.6: "the 101 (Switching Protocols) informational status
+        # code cannot be used" (HTTP/2 has no Upgrade).
+        raise ValueError(":status 101 cannot be used in HTTP/2 (RFC 9113 §8.6)")
+    if informational and value[:1] != b"1":
+        raise ValueError(
+            f":status {value.decode()} is final: send_informational sends 1xx "
+            "responses only (send_headers sends the final one)"
+        )
+    if not informational and value[:1] == b"1":
+        raise ValueError(
+            f":status {value.decode()} is informational: send it with "
+            "send_informational(); send_headers sends the final response (200-599)"
+        )
+
+
+def _check_path_value(path: bytes, method: bytes | None) -> None:
+    """A request's :path to send: ``*`` for OPTIONS only, else origin-form."""
     if path == b"*":
         if method != b"OPTIONS":
             raise ValueError(':path "*" is only for OPTIONS requests (RFC 9113 §8.3.1)')

@@ -59,7 +59,7 @@ def test_oversized_header_list_gets_431_and_the_connection_serves_on(conn: H2Cli
 
 
 def test_header_list_far_over_the_limit_is_a_connection_error(conn: H2Client) -> None:
-    """Over four times the limit (``_hpack.READ_ON_FACTOR``) the decoder stops reading:
+    """Over four times the limit (``_h2.hpack.READ_ON_FACTOR``) the decoder stops reading:
     GOAWAY(ENHANCE_YOUR_CALM), as hpack's own limit did."""
     extra = [(f"x-big-{i}", "v" * 4000) for i in range(70)]
     _send_split(conn, 1, conn.encode_headers([*request_headers(), *extra]))

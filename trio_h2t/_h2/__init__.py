@@ -7,10 +7,10 @@ protocol core"):
   type's payload parsed in place into immutable records (DATA as a view, not a
   copy), the framing rules as connection errors carrying their code, and the
   serializers of every frame we send. (exists)
-- ``hpack``: HPACK encoder and decoder with bounded tables and the header-list
-  limit. (planned; branch ``states``)
+- ``hpack``: hpack's encoder and decoder, remembering whole header blocks, and
+  reading an oversized header list to its end. (exists)
 - ``streamstates``: the stream state machine of §5.1 as a table of
-  ``(state, event) -> (state, action)``, as data. (planned; branch ``states``)
+  ``(state, input) -> (state, action)``, as data; ``_h2fast``'s streams run it. (exists)
 - ``connection``: settings, the stream registry and GOAWAY bookkeeping; takes
   frames, returns events and frames to send. (planned)
 - flow control: connection and stream windows. (planned)
@@ -21,7 +21,8 @@ connection and stream core, and the modules here replace its pieces one at a tim
 Rules of the package: nothing here imports trio or the task layer (not even for
 annotations; ``tests/test_import.py`` enforces it), nothing rewrites h2's,
 hpack's or hyperframe's classes or tables, and stock h2 (with hpack and hyperframe)
-is the oracle: differential tests (``tests/test_h2_frames.py`` for the frames) feed
+is the oracle: differential tests (``tests/test_h2_frames.py`` for the frames,
+``tests/test_h2_streamstates.py`` for the stream states, ``tests/test_hpack.py``) feed
 the same input to both and compare what comes out.
 
 This ``__init__`` imports nothing: import the modules themselves.
