@@ -481,6 +481,8 @@ def test_micro_loopy_data_runs_both_writers_and_they_agree() -> None:
         assert cells[-1].strip() == "yes", proc.stdout  # the same bytes
         assert float(cells[1]) > 0, proc.stdout  # loopy's µs per op
         assert float(cells[2]) > 0, proc.stdout  # the plain writer's
+
+
 def test_micro_reader_dispatch_runs_both_designs_and_they_agree() -> None:
     """micro/reader_dispatch.py dispatches a unary call's events and 100 streams' DATA
     through the reader's handler table and through the plain chain, and both leave the
@@ -490,6 +492,8 @@ def test_micro_reader_dispatch_runs_both_designs_and_they_agree() -> None:
     lines = proc.stdout.splitlines()
     assert [line.split()[0] for line in lines] == ["unary", "data"], proc.stdout
     assert all(line.endswith("results agree") and "table/plain" in line for line in lines)
+
+
 def test_micro_frames_runs_and_both_codecs_agree() -> None:
     """micro/frames.py parses and serializes both workloads with our codec and with
     hyperframe's, and each pair agreed (same frames, same bytes); no timing asserted."""
@@ -498,6 +502,8 @@ def test_micro_frames_runs_and_both_codecs_agree() -> None:
     rows = [line for line in proc.stdout.splitlines() if "agree:" in line]
     assert len(rows) == 4, proc.stdout
     assert all(row.endswith("agree: yes") for row in rows), proc.stdout
+
+
 def test_micro_headers_runs_both_designs_with_the_same_verdicts() -> None:
     """micro/headers.py checks ours and h2's validate_headers chain agree, then times both."""
     proc = script("micro/headers.py", "--ops", "20", "--reps", "1")
