@@ -74,12 +74,12 @@ def test_who_resets_streams_in_h2() -> None:
     and by the reader's refusal at admission (``ConnectionCore.refuse_stream``), and
     h2's stream-level one for an oversized header list (``_h2fixes.py``); the
     others are ``ConnectionCore.reset_stream`` (which queues an item) from a stream
-    task or the server's handler runner."""
+    task or the server's handler runner (its ``_close_request_side``)."""
     assert _call_sites("reset_stream") == {
         ("_connection.py", "refuse_stream"),
         ("_h2fixes.py", "_header_list_too_large"),
         ("_loopy.py", "_reset"),
-        ("_server.py", "run_handler"),
+        ("_server.py", "_close_request_side"),
         ("_stream.py", "reset"),
     }
 

@@ -27,3 +27,5 @@ the same input to both and compare what comes out.
 
 This ``__init__`` imports nothing: import the modules themselves.
 """
+
+__all__: list[str] = []
