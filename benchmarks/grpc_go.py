@@ -16,8 +16,9 @@ can call every server, and four pairs run:
 - ``trio/trio``: trio_h2t.grpc client -> trio_h2t.grpc server.
 
 Workloads (``WORKLOADS``): ``unary``, 100 concurrent unary calls of 0-byte payloads,
-and ``streaming``, 100 ping-pong streams of 100-byte payloads, each over one TCP
-connection on 127.0.0.1. A request is grpc-go's: ``SimpleRequest`` with
+``streaming``, 100 ping-pong streams of 100-byte payloads, and ``unary_1mib``, 10
+concurrent unary calls of 1 MiB each way, each over one TCP connection on 127.0.0.1.
+A request is grpc-go's: ``SimpleRequest`` with
 ``response_type`` COMPRESSABLE, ``response_size`` and a ``payload`` of the request
 size; the servers answer a ``SimpleResponse`` with a payload of ``response_size``
 zero bytes (what grpc-go's server does).
@@ -79,6 +80,7 @@ PROTO_NAME = "benchmark.proto"
 WORKLOADS: dict[str, tuple[str, int, int]] = {
     "unary": ("unary", 100, 0),
     "streaming": ("streaming", 100, 100),
+    "unary_1mib": ("unary", 10, 1 << 20),
 }
 
 #: grpc.testing's messages, as grpc-go's benchmark/grpc_testing publishes them (the
@@ -458,7 +460,7 @@ def run(args: argparse.Namespace) -> int:
                     result = one_run(pair, workload, args, gen, scratch) | {"round": round_}
                     results.append(result)
                     print(
-                        f"round {round_ + 1} {workload:<9} {pair:<9} QPS {result['qps']:8.0f}  "
+                        f"round {round_ + 1} {workload:<10} {pair:<9} QPS {result['qps']:8.0f}  "
                         f"p50 {result['p50_ms']:6.2f} ms  p99 {result['p99_ms']:6.2f} ms  "
                         f"server {result['server_cpu_us']:6.1f} µs/call  "
                         f"client {result['client_cpu_us']:6.1f} µs/call",

@@ -566,7 +566,7 @@ def test_grpc_go_without_the_go_commands_names_the_build_script(tmp_path: Path) 
     assert "build-conformance-tools.sh" in proc.stderr
 
 
-@pytest.mark.parametrize("workload", ["unary", "streaming"])
+@pytest.mark.parametrize("workload", ["unary", "streaming", "unary_1mib"])
 def test_grpc_go_trio_pair_runs_the_benchmark_service(tmp_path: Path, workload: str) -> None:
     """grpc_go.py's trio_h2t client and server speak grpc.testing.BenchmarkService (no grpc-go)."""
     out = tmp_path / "go.json"
