@@ -20,9 +20,12 @@ from trio_h2t.testing import (
     Chunking,
     ClientMachine,
     Exchange,
+    FrameType,
     HandlerMachine,
+    WireFrame,
     chunked_bodies,
     chunked_stream_pair,
+    describe,
     header_list_size,
     open_memory_pair,
     open_memory_server,
@@ -350,3 +353,14 @@ def test_client_machine_catches_a_buggy_client(machine: type[ClientMachine], mes
     find = settings(QUICK, max_examples=300, phases=[Phase.generate])
     with pytest.raises(AssertionError, match=message):
         run_state_machine_as_test(machine, settings=find)
+
+
+def test_frame_types_are_the_rfcs_and_describe_names_each() -> None:
+    """The kit's FrameType (the codec's codes) matches the conformance harness's own
+    copy of RFC 9113 §6, and describe names every type by its code."""
+    from conformance.harness import FrameType as RfcFrameType
+
+    kit = {name: getattr(FrameType, name) for name in RfcFrameType.__members__}
+    assert kit == {t.name: t.value for t in RfcFrameType}
+    for t in RfcFrameType:
+        assert describe(WireFrame(t.value, 0, 1).to_bytes())[0].startswith(f"{t.name} stream=1")

@@ -35,6 +35,8 @@ import hpack
 import hyperframe.frame
 from hypothesis import strategies as st
 
+import trio_h2t._h2.frames as _codec
+
 from ._strategies import request_headers, response_headers
 
 __all__ = [
@@ -58,31 +60,26 @@ Side = Literal["client", "server"]
 
 
 class FrameType:
-    """Frame type codes (RFC 9113 §6; §11.2's registry)."""
+    """Frame type codes (RFC 9113 §6; §11.2's registry), taken from the codec
+    (``trio_h2t._h2.frames``) so that the codes are written once."""
 
-    DATA = 0x0
-    HEADERS = 0x1
-    PRIORITY = 0x2
-    RST_STREAM = 0x3
-    SETTINGS = 0x4
-    PUSH_PROMISE = 0x5
-    PING = 0x6
-    GOAWAY = 0x7
-    WINDOW_UPDATE = 0x8
-    CONTINUATION = 0x9
+    DATA = _codec.DATA
+    HEADERS = _codec.HEADERS
+    PRIORITY = _codec.PRIORITY
+    RST_STREAM = _codec.RST_STREAM
+    SETTINGS = _codec.SETTINGS
+    PUSH_PROMISE = _codec.PUSH_PROMISE
+    PING = _codec.PING
+    GOAWAY = _codec.GOAWAY
+    WINDOW_UPDATE = _codec.WINDOW_UPDATE
+    CONTINUATION = _codec.CONTINUATION
 
 
-_TYPE_NAMES = {
-    0x0: "DATA",
-    0x1: "HEADERS",
-    0x2: "PRIORITY",
-    0x3: "RST_STREAM",
-    0x4: "SETTINGS",
-    0x5: "PUSH_PROMISE",
-    0x6: "PING",
-    0x7: "GOAWAY",
-    0x8: "WINDOW_UPDATE",
-    0x9: "CONTINUATION",
+#: Each of :class:`FrameType`'s codes by its name.
+_TYPE_NAMES: dict[int, str] = {
+    value: name
+    for name, value in vars(FrameType).items()
+    if not name.startswith("_") and isinstance(value, int)
 }
 #: Flags each type defines (RFC 9113 §6), by bit; other bits are shown as hex.
 _FLAG_NAMES: dict[int, dict[int, str]] = {
