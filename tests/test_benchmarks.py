@@ -60,6 +60,25 @@ def test_bootstrap_ratio_brackets_the_ratio_of_medians() -> None:
     assert nan_hi != nan_hi
 
 
+def test_micro_report_compares_as_the_scripts_did(tmp_path: Path) -> None:
+    """micro/_report.py's compare gives the medians, ratio and interval the micro
+    scripts computed by hand (unpaired: stats.bootstrap_ratio; paired: the median of
+    per-round ratios), and write_samples writes the --json file only when asked."""
+    from benchmarks.micro import _report
+
+    top, bottom = [90.0, 100.0, 110.0, 95.0, 105.0], [45.0, 50.0, 55.0, 48.0, 52.0]
+    c = _report.compare(top, bottom)
+    assert (c.top, c.bottom, c.ratio) == (100.0, 50.0, 2.0)
+    assert (c.low, c.high) == stats.bootstrap_ratio(top, bottom)
+    p = _report.compare(top, bottom, paired=True)
+    assert p.ratio == sorted(a / b for a, b in zip(top, bottom, strict=True))[2]
+    assert p.low <= p.ratio <= p.high
+    _report.write_samples(None, samples={})
+    out = tmp_path / "samples.json"
+    _report.write_samples(str(out), ops=3, reps=1, samples={"a": [1.0]})
+    assert json.loads(out.read_text()) == {"ops": 3, "reps": 1, "samples": {"a": [1.0]}}
+
+
 def test_step_key_tells_every_kind_of_result_apart() -> None:
     """targets.py files every kind of result under its own configuration."""
     assert targets.step_key({"state": "h2", "runs": []}) == ("ceiling", "h2")

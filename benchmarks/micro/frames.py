@@ -36,16 +36,21 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import random
-import statistics
+import importlib
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+if not __package__:  # run as a script: benchmarks/_bootstrap.py registers the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    importlib.import_module("_bootstrap")
 
 import hpack
 from hyperframe.frame import DataFrame, Frame, HeadersFrame
 
+from benchmarks.micro._report import compare
 from trio_h2t._h2 import frames
 
 REQUEST = [
@@ -182,14 +187,6 @@ def per_pass(fn: Callable[[], object], reps: int) -> float:
         gc.enable()
 
 
-def ratio_interval(ratios: Sequence[float], level: float = 0.90) -> tuple[float, float]:
-    """A percentile-bootstrap interval for the median of ``ratios`` (fixed seed)."""
-    rng = random.Random(0)
-    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
-    tail = (1 - level) / 2
-    return meds[int(tail * 2000)], meds[min(1999, int((1 - tail) * 2000))]
-
-
 def run(rounds: int, reps: int) -> bool:
     """Check, time and print every pair; True when every pair agreed."""
     agreed = True
@@ -219,12 +216,10 @@ def run(rounds: int, reps: int) -> bool:
                 else:
                     mine.append(per_pass(ours, reps))
                     other.append(per_pass(theirs, reps))
-            ratios = [a / b for a, b in zip(mine, other, strict=True) if b]
-            lo, hi = ratio_interval(ratios) if ratios else (float("nan"), float("nan"))
-            ratio = statistics.median(ratios) if ratios else float("nan")
+            c = compare(mine, other, paired=True)
             print(
-                f"{name:<9} | {op:<9} | {statistics.median(mine):>8.2f} |"
-                f" {statistics.median(other):>13.2f} | {ratio:.2f} ({lo:.2f}-{hi:.2f})"
+                f"{name:<9} | {op:<9} | {c.top:>8.2f} |"
+                f" {c.bottom:>13.2f} | {c.ratio:.2f} ({c.low:.2f}-{c.high:.2f})"
                 f" | agree: {'yes' if agree else 'NO'}"
             )
     return agreed

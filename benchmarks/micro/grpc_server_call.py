@@ -58,7 +58,7 @@ import trio
 import trio.testing
 
 import trio_h2t
-from benchmarks.stats import bootstrap_ratio, median
+from benchmarks.micro._report import compare
 from trio_h2t.grpc import Server, unary_unary_handler
 from trio_h2t.grpc._codec import identity_serializer
 from trio_h2t.grpc._framing import (
@@ -355,12 +355,10 @@ def print_table(timings: dict[str, dict[str, list[float]]], reps: int, ops: int)
     print(f"ns per call, median of {reps} repetitions of {ops} calls (gc off)")
     print(f"  {'case':<28} {'split':>9} {'before':>9}  split/before  90 % interval")
     for case, sides in timings.items():
-        split, before = sides["split"], sides["before"]
-        low, high = bootstrap_ratio(split, before)
-        ratio = median(split) / median(before)
+        c = compare(sides["split"], sides["before"])
         print(
-            f"  {case:<28} {median(split):9.0f} {median(before):9.0f}  {ratio:12.3f}"
-            f"  [{low:.3f}, {high:.3f}]"
+            f"  {case:<28} {c.top:9.0f} {c.bottom:9.0f}  {c.ratio:12.3f}"
+            f"  [{c.low:.3f}, {c.high:.3f}]"
         )
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -39,7 +38,7 @@ if not __package__:  # run as a script: benchmarks/_bootstrap.py registers the p
 from h2.exceptions import ProtocolError
 from h2.utilities import HeaderValidationFlags, validate_headers
 
-from benchmarks.stats import bootstrap_ratio, median
+from benchmarks.micro._report import compare, write_samples
 from trio_h2t._headers import _check
 
 Block = list[tuple[bytes, bytes]]
@@ -161,16 +160,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{'blocks':<10} | {'ours µs/block':>13} | {'h2 µs/block':>11} | h2 / ours (90 % interval)"
     )
     for name, by_design in samples.items():
-        low, high = bootstrap_ratio(by_design["h2"], by_design["ours"])
-        ratio = median(by_design["h2"]) / median(by_design["ours"])
+        c = compare(by_design["h2"], by_design["ours"])
         print(
-            f"{name:<10} | {median(by_design['ours']):>13.2f} | {median(by_design['h2']):>11.2f} |"
-            f" {ratio:.2f}x ({low:.2f}x to {high:.2f}x)"
+            f"{name:<10} | {c.bottom:>13.2f} | {c.top:>11.2f} |"
+            f" {c.ratio:.2f}x ({c.low:.2f}x to {c.high:.2f}x)"
         )
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"ops": args.ops, "reps": args.reps, "samples": samples}, f, indent=2)
-            f.write("\n")
+    write_samples(args.json, ops=args.ops, reps=args.reps, samples=samples)
     return 0
 
 

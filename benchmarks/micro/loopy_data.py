@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import statistics
 import sys
 import time
 from collections import deque
@@ -62,7 +61,7 @@ import trio.testing
 from h2.settings import SettingCodes
 from hyperframe.frame import SettingsFrame, WindowUpdateFrame
 
-from benchmarks.stats import bootstrap_ratio
+from benchmarks.micro._report import compare
 from benchmarks.workloads import grpc_message
 from trio_h2t._config import TransportConfig
 from trio_h2t._controlbuf import ControlBuffer
@@ -340,9 +339,8 @@ def summarize(trials: Sequence[Trial]) -> list[Summary]:
         outputs = {(t.rep, t.design): t.output for t in mine}
         reps = {t.rep for t in mine}
         same = all(outputs[(r, "loopy")] == outputs[(r, "plain")] for r in reps)
-        loopy_us, plain_us = statistics.median(by["loopy"]), statistics.median(by["plain"])
-        low, high = bootstrap_ratio(by["plain"], by["loopy"])
-        rows.append(Summary(workload, loopy_us, plain_us, plain_us / loopy_us, low, high, same))
+        c = compare(by["plain"], by["loopy"])
+        rows.append(Summary(workload, c.bottom, c.top, c.ratio, c.low, c.high, same))
     return rows
 
 

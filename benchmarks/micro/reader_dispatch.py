@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -53,7 +52,7 @@ import trio
 import trio.testing
 from h2.events import DataReceived, ResponseReceived, StreamEnded, TrailersReceived
 
-from benchmarks.stats import bootstrap_ratio
+from benchmarks.micro._report import compare
 from trio_h2t import TransportConfig
 from trio_h2t._connection import ConnectionCore
 from trio_h2t._controlbuf import ControlBuffer
@@ -307,11 +306,10 @@ def measure(args: argparse.Namespace) -> dict[str, list[float]]:
 
 
 def report(workload: str, times: dict[str, list[float]]) -> str:
-    table, plain = statistics.median(times["table"]), statistics.median(times["plain"])
-    low, high = bootstrap_ratio(times["table"], times["plain"])
+    c = compare(times["table"], times["plain"])
     return (
-        f"{workload:6} table {table:7.1f} ns/event   plain {plain:7.1f} ns/event   "
-        f"table/plain {table / plain:.3f} (90% interval {low:.3f}-{high:.3f}; "
+        f"{workload:6} table {c.top:7.1f} ns/event   plain {c.bottom:7.1f} ns/event   "
+        f"table/plain {c.ratio:.3f} (90% interval {c.low:.3f}-{c.high:.3f}; "
         f"medians of {len(times['table'])} repetitions); results agree"
     )
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -47,7 +46,7 @@ import h2.config
 from h2.exceptions import ProtocolError
 from h2.stream import H2StreamStateMachine, StreamInputs
 
-from benchmarks.stats import bootstrap_ratio, median
+from benchmarks.micro._report import compare, write_samples
 from trio_h2t._h2.streamstates import StreamInput, StreamStateError, StreamStateMachine
 from trio_h2t._h2fast import FastStream
 
@@ -202,16 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'set':<13} | {'design':<10} | {'µs/stream':>9} | h2 / design (90 % interval)")
     for name, by_design in samples.items():
         for design in DESIGNS:
-            low, high = bootstrap_ratio(by_design["h2"], by_design[design])
-            ratio = median(by_design["h2"]) / median(by_design[design])
+            c = compare(by_design["h2"], by_design[design])
             print(
-                f"{name:<13} | {design:<10} | {median(by_design[design]):>9.2f} |"
-                f" {ratio:.2f}x ({low:.2f}x to {high:.2f}x)"
+                f"{name:<13} | {design:<10} | {c.bottom:>9.2f} |"
+                f" {c.ratio:.2f}x ({c.low:.2f}x to {c.high:.2f}x)"
             )
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"ops": args.ops, "reps": args.reps, "samples": samples}, f, indent=2)
-            f.write("\n")
+    write_samples(args.json, ops=args.ops, reps=args.reps, samples=samples)
     return 0
 
 
