@@ -370,6 +370,53 @@ def test_headers_are_split_into_continuations_at_the_frame_size(
     assert len(parsed) == max(1, -(-len(block) // size))
 
 
+def _former_fast_framing(stream_id: int, block: bytes, limit: int, end_stream: bool) -> bytes:
+    """``_h2fast.FastConnection.send_headers``'s own HEADERS/CONTINUATION framing before
+    it used serialize_headers: the reference the codec's serializer must equal."""
+    head = struct.Struct(">HBBBL")
+    out = bytearray()
+    flags = 0x1 if end_stream else 0
+    size = len(block)
+    if size <= limit:
+        out += head.pack(size >> 8, size & 0xFF, 0x1, flags | 0x4, stream_id) + block
+        return bytes(out)
+    out += head.pack(limit >> 8, limit & 0xFF, 0x1, flags, stream_id) + block[:limit]
+    for start in range(limit, size, limit):
+        chunk = block[start : start + limit]
+        last = 0x4 if start + limit >= size else 0
+        out += head.pack(len(chunk) >> 8, len(chunk) & 0xFF, 0x9, last, stream_id) + chunk
+    return bytes(out)
+
+
+@st.composite
+def _blocks_around_the_frame_size(draw: st.DrawFn) -> tuple[bytes, int]:
+    """A frame size (RFC 9113's smallest maximum 16,384, or small ones) and a block
+    of a length close to one, two or three times it."""
+    limit = draw(st.sampled_from([1, 7, 64, 16_384]))
+    size = draw(st.integers(0, 3)) * limit + draw(st.integers(-2, 2))
+    return draw(st.binary(min_size=max(size, 0), max_size=max(size, 0))), limit
+
+
+@settings(max_examples=60)
+@given(sids, _blocks_around_the_frame_size(), st.booleans())
+def test_serialize_headers_is_the_fast_layers_former_framing_and_h2s(
+    sid: int, block_and_limit: tuple[bytes, int], end: bool
+) -> None:
+    """serialize_headers (what _h2fast's send_headers frames with) gives the bytes
+    its hand framing gave and those h2 builds from hyperframe's HeadersFrame and
+    ContinuationFrames, for blocks around the frame size, CONTINUATION included."""
+    block, limit = block_and_limit
+    wire = frames.serialize_headers(sid, block, limit, end)
+    assert wire == _former_fast_framing(sid, block, limit, end)
+    pieces = [block[i : i + limit] for i in range(0, len(block), limit)] or [b""]
+    h2_frames: list[Any] = [HeadersFrame(sid, pieces[0])]
+    h2_frames += [ContinuationFrame(sid, piece) for piece in pieces[1:]]
+    h2_frames[-1].flags.add("END_HEADERS")
+    if end:
+        h2_frames[0].flags.add("END_STREAM")
+    assert wire == b"".join(f.serialize() for f in h2_frames)
+
+
 @given(st.lists(st.tuples(st.integers(0, 0xFFFF), st.integers(0, U32)), max_size=8))
 def test_settings_are_hyperframes_bytes(entries: list[tuple[int, int]]) -> None:
     """serialize_settings writes the entries in order; hyperframe reads them back."""

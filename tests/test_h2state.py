@@ -27,6 +27,7 @@ from hyperframe.frame import (
     DataFrame,
     Frame,
     GoAwayFrame,
+    HeadersFrame,
     PingFrame,
     RstStreamFrame,
     SettingsFrame,
@@ -310,6 +311,28 @@ def test_frames_on_a_stream_we_reset_are_ignored_not_answered() -> None:
     server.receive_data(late.serialize())
     answer = [f for f in frames(server.data_to_send()) if isinstance(f, RstStreamFrame)]
     assert [(f.stream_id, f.error_code) for f in answer] == [(3, ErrorCodes.STREAM_CLOSED)]
+
+
+@pytest.mark.parametrize("forgotten", [False, True], ids=["known", "forgotten"])
+def test_headers_after_the_peers_reset_are_answered_with_stream_closed(forgotten: bool) -> None:
+    """RFC 9113 §5.1 (closed): a HEADERS on a stream the peer reset is answered with
+    RST_STREAM STREAM_CLOSED (h2's answer) whether the stream is still known
+    (StreamClosedError) or already forgotten (StreamIDTooLowError); the frame is the
+    codec's, byte for byte hyperframe's."""
+    client, server = _serving_two_requests()
+    client.reset_stream(3, ErrorCodes.CANCEL)
+    server.receive_data(client.data_to_send())
+    if forgotten:
+        server.prune_closed_streams(3)
+    assert (3 in server.streams) is not forgotten
+    server.data_to_send()
+    late = HeadersFrame(3, hpack.Encoder().encode([(b"x-trailer", b"t")]))
+    late.flags.add("END_HEADERS")
+    late.flags.add("END_STREAM")
+    assert server.receive_data(late.serialize()) == []
+    expected = RstStreamFrame(3)
+    expected.error_code = ErrorCodes.STREAM_CLOSED
+    assert server.data_to_send() == expected.serialize()
 
 
 def test_headers_on_a_forgotten_stream_say_closed() -> None:

@@ -33,7 +33,6 @@ Owner: as ``_h2fixes.FixedConnection``.
 from __future__ import annotations
 
 import array
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +47,7 @@ from h2.exceptions import ProtocolError, StreamClosedError, StreamIDTooLowError
 from h2.stream import StreamClosedBy, StreamInputs, StreamState
 from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
 
+from ._h2.frames import serialize_headers
 from ._h2.hpack import CachingDecoder, CachingEncoder
 from ._h2.streamstates import (
     CLOSES,
@@ -63,10 +63,6 @@ from ._headers import validate_received
 
 __all__ = ["FastConnection", "FastStream"]
 
-_HEADERS = 0x1
-_CONTINUATION = 0x9
-_END_STREAM = 0x1
-_END_HEADERS = 0x4
 #: Where a DATA frame leaves both state machines as they were (h2's connection
 #: table: RECV_DATA; our stream table, ``_h2/streamstates.py``: RECV_DATA ->
 #: DATA_RECEIVED).
@@ -76,8 +72,6 @@ _STREAM_OPEN = h2.stream.StreamState.OPEN
 _HALF_CLOSED_LOCAL = h2.stream.StreamState.HALF_CLOSED_LOCAL
 _DataReceived = h2.events.DataReceived
 _new_object = object.__new__
-# A frame header: 24-bit length (as 16 + 8 bits), type, flags, stream id (RFC 9113 §4.1).
-_FRAME_HEADER = struct.Struct(">HBBBL")
 
 
 # ---------------------------------------------------------------- stream states in h2's terms
@@ -417,7 +411,8 @@ class FastConnection(FixedConnection):
         written straight into h2's outbound buffer as one HEADERS frame and as many
         CONTINUATION frames as the peer's SETTINGS_MAX_FRAME_SIZE needs. ``headers``
         must be bytes pairs (we switched h2's outbound normalisation and validation
-        off). Priority information takes h2's own path.
+        off). The framing is the codec's (``_h2.frames.serialize_headers``).
+        Priority information takes h2's own path.
         """
         if (
             priority_weight is not None
@@ -447,10 +442,8 @@ class FastConnection(FixedConnection):
         else:
             machine.process_input(StreamInputs.SEND_HEADERS)
         block = self.encoder.encode(headers)
-        flags = 0
         if end_stream:
             machine.process_input(StreamInputs.SEND_END_STREAM)
-            flags = _END_STREAM
         if machine.trailers_sent and not end_stream:
             raise ProtocolError("Trailers must have END_STREAM set.")
         if machine.client and stream._authority is None:
@@ -459,19 +452,6 @@ class FastConnection(FixedConnection):
         if method is not None:  # as FixedStream.send_headers: trailers keep the method
             stream.request_method = method
 
-        out = self._data_to_send
-        size = len(block)
-        limit = self.max_outbound_frame_size
-        if size <= limit:
-            flags |= _END_HEADERS
-            out += _FRAME_HEADER.pack(size >> 8, size & 0xFF, _HEADERS, flags, stream_id)
-            out += block
-            return
-        out += _FRAME_HEADER.pack(limit >> 8, limit & 0xFF, _HEADERS, flags, stream_id)
-        out += block[:limit]
-        for start in range(limit, size, limit):
-            chunk = block[start : start + limit]
-            n = len(chunk)
-            last = _END_HEADERS if start + limit >= size else 0
-            out += _FRAME_HEADER.pack(n >> 8, n & 0xFF, _CONTINUATION, last, stream_id)
-            out += chunk
+        self._data_to_send += serialize_headers(
+            stream_id, block, self.max_outbound_frame_size, end_stream
+        )

@@ -1038,7 +1038,7 @@ class FixedConnection(h2.connection.H2Connection):
             self.config.logger.trace("Received frame: %s", repr(frame))
         events: list[h2.events.Event]
         try:
-            frames, events = self._frame_dispatch_table[frame.__class__](frame)
+            to_send, events = self._frame_dispatch_table[frame.__class__](frame)
         except StreamClosedError as e:
             # e._events holds the StreamReset of a reset this very frame caused
             # (h2's reset_stream_on_error, which also marks the stream as closed by
@@ -1048,9 +1048,7 @@ class FixedConnection(h2.connection.H2Connection):
             if closed_by is StreamClosedBy.SEND_RST_STREAM and not e._events:
                 events = []
             elif closed_by in (StreamClosedBy.SEND_RST_STREAM, StreamClosedBy.RECV_RST_STREAM):
-                rst = RstStreamFrame(e.stream_id)
-                rst.error_code = e.error_code
-                self._prepare_for_sending([rst])
+                self._data_to_send += frames.serialize_rst_stream(e.stream_id, e.error_code)
                 events = e._events
             else:
                 raise
@@ -1059,17 +1057,17 @@ class FixedConnection(h2.connection.H2Connection):
             if closed_by is StreamClosedBy.SEND_RST_STREAM:
                 events = []
             elif closed_by is StreamClosedBy.RECV_RST_STREAM:
-                rst = RstStreamFrame(e.stream_id)
-                rst.error_code = ErrorCodes.STREAM_CLOSED
-                self._prepare_for_sending([rst])
+                self._data_to_send += frames.serialize_rst_stream(
+                    e.stream_id, ErrorCodes.STREAM_CLOSED
+                )
                 events = []
             elif self._stream_is_closed_by_end(e.stream_id):
                 raise StreamClosedError(e.stream_id) from e
             else:
                 raise
         else:
-            if frames:
-                self._prepare_for_sending(frames)
+            if to_send:
+                self._prepare_for_sending(to_send)
         return events
 
     def _handle_data_on_closed_stream(
