@@ -130,15 +130,17 @@ ops = st.lists(
 def test_stream_in_flow_conserves_credit(
     limit: int, ratio: float, steps: list[tuple[str, int]]
 ) -> None:
-    """received == read + pending_data, and the sender's window matches the bookkeeping."""
+    """sent == read + pending_data, and the sender's window matches the bookkeeping."""
     f = StreamInFlow(limit=limit, ratio=ratio)
     sender_window = limit  # what the peer may still send, from the peer's side
+    sent = 0  # every byte the sender sent (the flow does not count them itself)
     read = 0
     credited = 0  # every increment returned to the peer, whatever the path
     for op, n in steps:
         if op == "data":
             n = min(n, sender_window)  # the sender obeys its window (h2 enforces it)
             f.on_data(n)
+            sent += n
             sender_window -= n
         elif op == "read":
             n = min(n, f.pending_data)
@@ -160,7 +162,7 @@ def test_stream_in_flow_conserves_credit(
             sender_window += inc  # carried by the SETTINGS change
             credited += inc
         # -- the identities, after every step
-        assert f.received == read + f.pending_data
+        assert sent == read + f.pending_data
         assert f.acked == credited
         assert sender_window == f.limit + f.delta - f.pending_data - f.pending_update
         assert 0 <= sender_window <= MAX_WINDOW

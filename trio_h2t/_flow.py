@@ -32,9 +32,13 @@ grpc-go's ``inFlow`` / ``trInFlow`` (reference §3):
   replenished on receipt exactly as grpc-go's; when it is, the credit comes back
   as the application reads or streams end (``grant`` is tried again there).
 
-Conservation (checked by the tests): for each stream,
-``received == consumed_and_acked + pending_update + pending_data`` where
-``pending_data`` is what the application has not read yet.
+Conservation (checked by the tests): for each stream, until ``release``, the bytes
+the peer sent equal ``read + pending_data`` (``pending_data``: what the application
+has not read yet), and the peer's window is
+``limit + delta - pending_data - pending_update``. The sent bytes are counted by the
+tests, not here (``tests/test_flow.py``'s model of the sender;
+``tests/test_connection.py`` reads the sender's window off the peer's h2): nothing in
+the transport needs the total.
 """
 
 from __future__ import annotations
@@ -129,9 +133,10 @@ class ConnectionInFlow:
 class StreamInFlow:
     """Stream-level receive window, replenished as the application reads.
 
-    Owner: the stream's consumer for ``on_read``/``request``/``release``; the reader
-    for ``on_data`` and ``new_limit``. All calls are synchronous, so no await
-    separates read and write.
+    Owner: the stream's consumer for ``on_read``/``request``; the reader for
+    ``on_data`` and ``new_limit``; whichever task closes the stream for ``release``
+    (``H2Stream.core_close``). All calls are synchronous, so no await separates read
+    and write.
     """
 
     __slots__ = (
@@ -142,7 +147,6 @@ class StreamInFlow:
         "pending_data",
         "pending_update",
         "ratio",
-        "received",
     )
 
     def __init__(self, limit: int, ratio: float, conn: ConnectionInFlow | None = None) -> None:
@@ -154,12 +158,10 @@ class StreamInFlow:
         self.pending_data = 0  # received, not yet read by the application
         self.pending_update = 0  # read, not yet returned with a WINDOW_UPDATE
         self.delta = 0  # extra credit granted for a large read
-        self.received = 0
         self.acked = 0  # returned with WINDOW_UPDATEs (including delta grants)
 
     def on_data(self, n: int) -> None:
         """Account ``n`` flow-controlled bytes received (h2 already checked the window)."""
-        self.received += n
         self.pending_data += n
         conn = self.conn
         if conn is not None:

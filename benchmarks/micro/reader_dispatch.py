@@ -260,7 +260,7 @@ def outcome(setup: Setup) -> dict[str, Any]:
                 stream.trailers,
                 stream.core_peer_ended,
                 stream.core_closed,
-                flow.received,
+                (flow.acked, flow.pending_update),
                 bytes(queued),
             )
         )
