@@ -8,6 +8,7 @@ import functools
 import logging
 import ssl
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import h2.events
 import pytest
@@ -33,6 +34,9 @@ from trio_h2t import (
     serve_connection,
     serve_tcp,
 )
+
+if TYPE_CHECKING:
+    import trustme
 
 BODY_500 = b"internal server error\n"  # trio_h2t._connection.INTERNAL_ERROR_BODY
 
@@ -221,18 +225,13 @@ async def test_request_view_over_tcp_has_both_addresses() -> None:
     assert req.tls is None
 
 
-async def test_request_view_over_tls_reports_alpn_and_peer_certificate() -> None:
+async def test_request_view_over_tls_reports_alpn_and_peer_certificate(
+    ca: trustme.CA, server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext
+) -> None:
     """Over trio.SSLStream, tls has the ALPN protocol and the client's certificate."""
-    import trustme
-
-    ca = trustme.CA()
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost").configure_cert(server_ctx)
-    ca.configure_trust(server_ctx)
+    ca.configure_trust(server_ctx)  # the fixtures' contexts, with a client certificate
     server_ctx.verify_mode = ssl.CERT_REQUIRED
     server_ctx.set_alpn_protocols(["h2"])
-    client_ctx = ssl.create_default_context()
-    ca.configure_trust(client_ctx)
     ca.issue_cert("client.example").configure_cert(client_ctx)
     client_ctx.set_alpn_protocols(["h2"])
     seen: list[Request] = []

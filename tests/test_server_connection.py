@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 import trio.testing
-import trustme
 from _helpers_common import echo
 
 import trio_h2t
@@ -69,15 +68,12 @@ async def test_serve_connection_reports_a_public_server_connection() -> None:
         ServerConnection()  # type: ignore[call-arg]
 
 
-async def test_server_connection_over_tcp_and_tls_knows_addresses_and_alpn() -> None:
+async def test_server_connection_over_tcp_and_tls_knows_addresses_and_alpn(
+    server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext
+) -> None:
     """Over TLS on TCP, the ServerConnection has the client's and its own (host, port)
     and the negotiated ALPN protocol."""
-    ca = trustme.CA()
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
     server_ctx.set_alpn_protocols(["h2"])
-    client_ctx = ssl.create_default_context()
-    ca.configure_trust(client_ctx)
     got: list[ServerConnection] = []
     ready = trio.Event()
     with trio.fail_after(LIMIT):

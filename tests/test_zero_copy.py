@@ -19,7 +19,6 @@ import h2.connection
 import h2.exceptions
 import pytest
 import trio
-import trustme
 from h2.settings import SettingCodes
 from hyperframe.frame import Frame, RstStreamFrame, SettingsFrame, WindowUpdateFrame
 from hypothesis import given, settings, strategies as st
@@ -262,17 +261,15 @@ async def _echo(stream: trio_h2t.H2Stream) -> None:
 
 @pytest.mark.parametrize("tls", [False, True])
 async def test_bodies_cross_a_real_socket_whole_and_in_order(
-    tls: bool, monkeypatch: pytest.MonkeyPatch
+    tls: bool, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """Four concurrent 3 MiB bodies (bytes, bytearray, memoryviews) echoed over loopback
     TCP, vectored writes on the socket (joined pieces under TLS), arrive byte for byte."""
-    server_ctx = client_ctx = None
-    if tls:
-        ca = trustme.CA()
-        server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
-        client_ctx = ssl.create_default_context()
-        ca.configure_trust(client_ctx)
+    server_ctx: ssl.SSLContext | None = None
+    client_ctx: ssl.SSLContext | None = None
+    if tls:  # conftest.py's TLS fixtures, made only for the TLS case
+        server_ctx = request.getfixturevalue("server_ctx")
+        client_ctx = request.getfixturevalue("client_ctx")
     big = BODY * 12  # 3 MiB
     bodies: list[bytes | bytearray | memoryview] = [
         big,

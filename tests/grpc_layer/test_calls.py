@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -948,17 +949,8 @@ async def test_rpc_error_carries_initial_metadata() -> None:
     assert info.value.trailing_metadata == []
 
 
-async def test_calls_over_tls() -> None:
+async def test_calls_over_tls(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> None:
     """open_channel(ssl_context=...) talks to a Server behind open_server(ssl_context=...)."""
-    import ssl
-
-    import trustme
-
-    ca = trustme.CA()
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
-    client_ctx = ssl.create_default_context()
-    ca.configure_trust(client_ctx)
     seen: list[object] = []
 
     async def tls(request: bytes, context: grpc.ServicerContext) -> bytes:
