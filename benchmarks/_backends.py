@@ -27,10 +27,11 @@ STOP_TIMEOUT = 10.0
 
 
 def child_env() -> dict[str, str]:
-    """This process's environment with this tree first on ``PYTHONPATH``."""
-    return dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    )
+    """This process's environment with this tree first on ``PYTHONPATH``, the
+    parent's own entries after it (an unset or empty one adds none: an empty entry
+    would put the child's working directory on its path)."""
+    inherited = os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), inherited])))
 
 
 def start_port_printer(

@@ -30,6 +30,7 @@ connections, 3 rounds, all three servers; ``--help``).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shutil
 import signal
@@ -42,6 +43,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+if not __package__:  # run as a script: benchmarks/_bootstrap.py registers the package
+    importlib.import_module("_bootstrap")
+
+from benchmarks._backends import child_env
 
 #: The client process: opens N connections, finishes each handshake, reports, waits.
 _CLIENTS = r"""
@@ -160,8 +166,7 @@ def server(kind: str, tmp: Path) -> Iterator[tuple[int, int]]:
         extra = ["--max-frame-size", "1048576"] if kind == "serve-1mib" else []
         cmd = [sys.executable, "-m", "trio_h2t", "serve", "--port", str(port)]
         cmd += ["--root", str(root), "--max-connection-idle", "0", *extra]
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=child_env())
     try:
         wait_listening(port, proc)
         pid = proc.pid

@@ -23,6 +23,7 @@ request must succeed (2xx), or the run fails.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import shutil
@@ -33,13 +34,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+if not __package__:  # run as a script: benchmarks/_bootstrap.py registers the package
+    importlib.import_module("_bootstrap")
+
+from benchmarks._backends import child_env
+
 #: The file served: small, so the figures measure the transport, not the disk.
 BODY = b"x" * 1024
 
 
 def start(workers: int, root: Path) -> tuple[subprocess.Popen[bytes], str]:
     """Start ``serve --workers N`` on a free port; (its process, the file's URL)."""
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -56,7 +61,7 @@ def start(workers: int, root: Path) -> tuple[subprocess.Popen[bytes], str]:
             str(root),
         ],
         stdout=subprocess.PIPE,
-        env=env,
+        env=child_env(),
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()

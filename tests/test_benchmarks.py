@@ -79,6 +79,24 @@ def test_micro_report_compares_as_the_scripts_did(tmp_path: Path) -> None:
     assert json.loads(out.read_text()) == {"ops": 3, "reps": 1, "samples": {"a": [1.0]}}
 
 
+def test_child_env_extends_pythonpath_and_the_servers_use_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """_backends.child_env puts this tree first and keeps the parent's PYTHONPATH
+    (none added when unset); idle_footprint.py and workers.py start their servers
+    with it instead of replacing PYTHONPATH themselves."""
+    from benchmarks import _backends
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    assert _backends.child_env()["PYTHONPATH"] == os.pathsep.join([str(ROOT), "/elsewhere"])
+    monkeypatch.delenv("PYTHONPATH")
+    assert _backends.child_env()["PYTHONPATH"] == str(ROOT)
+    for name in ("idle_footprint.py", "workers.py"):
+        source = (BENCHMARKS / name).read_text()
+        assert "env=child_env()" in source
+        assert "PYTHONPATH=" not in source
+
+
 def test_step_key_tells_every_kind_of_result_apart() -> None:
     """targets.py files every kind of result under its own configuration."""
     assert targets.step_key({"state": "h2", "runs": []}) == ("ceiling", "h2")
