@@ -533,11 +533,12 @@ def test_micro_reader_dispatch_runs_both_designs_and_they_agree() -> None:
 
 def test_micro_frames_runs_and_both_codecs_agree() -> None:
     """micro/frames.py parses and serializes both workloads with our codec and with
-    hyperframe's, and each pair agreed (same frames, same bytes); no timing asserted."""
+    hyperframe's, and append_headers against the plain serialize_headers on both
+    header workloads; each pair agreed (same frames, same bytes); no timing asserted."""
     proc = script("micro/frames.py", "--rounds", "1", "--reps", "2")
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if "agree:" in line]
-    assert len(rows) == 4, proc.stdout
+    assert len(rows) == 6, proc.stdout
     assert all(row.endswith("agree: yes") for row in rows), proc.stdout
 
 

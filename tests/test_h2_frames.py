@@ -399,15 +399,19 @@ def _blocks_around_the_frame_size(draw: st.DrawFn) -> tuple[bytes, int]:
 
 @settings(max_examples=60)
 @given(sids, _blocks_around_the_frame_size(), st.booleans())
-def test_serialize_headers_is_the_fast_layers_former_framing_and_h2s(
+def test_headers_serializers_are_the_fast_layers_former_framing_and_h2s(
     sid: int, block_and_limit: tuple[bytes, int], end: bool
 ) -> None:
-    """serialize_headers (what _h2fast's send_headers frames with) gives the bytes
-    its hand framing gave and those h2 builds from hyperframe's HeadersFrame and
-    ContinuationFrames, for blocks around the frame size, CONTINUATION included."""
+    """serialize_headers and append_headers (what _h2fast's send_headers frames
+    with, into h2's buffer) give the bytes its hand framing gave and those h2 builds
+    from hyperframe's HeadersFrame and ContinuationFrames, for blocks around the
+    frame size, CONTINUATION included."""
     block, limit = block_and_limit
     wire = frames.serialize_headers(sid, block, limit, end)
     assert wire == _former_fast_framing(sid, block, limit, end)
+    out = bytearray(b"before")
+    frames.append_headers(out, sid, block, limit, end)
+    assert out == b"before" + wire
     pieces = [block[i : i + limit] for i in range(0, len(block), limit)] or [b""]
     h2_frames: list[Any] = [HeadersFrame(sid, pieces[0])]
     h2_frames += [ContinuationFrame(sid, piece) for piece in pieces[1:]]

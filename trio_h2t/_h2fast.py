@@ -47,7 +47,7 @@ from h2.exceptions import ProtocolError, StreamClosedError, StreamIDTooLowError
 from h2.stream import StreamClosedBy, StreamInputs, StreamState
 from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
 
-from ._h2.frames import serialize_headers
+from ._h2.frames import append_headers
 from ._h2.hpack import CachingDecoder, CachingEncoder
 from ._h2.streamstates import (
     CLOSES,
@@ -411,7 +411,7 @@ class FastConnection(FixedConnection):
         written straight into h2's outbound buffer as one HEADERS frame and as many
         CONTINUATION frames as the peer's SETTINGS_MAX_FRAME_SIZE needs. ``headers``
         must be bytes pairs (we switched h2's outbound normalisation and validation
-        off). The framing is the codec's (``_h2.frames.serialize_headers``).
+        off). The framing is the codec's (``_h2.frames.append_headers``).
         Priority information takes h2's own path.
         """
         if (
@@ -452,6 +452,6 @@ class FastConnection(FixedConnection):
         if method is not None:  # as FixedStream.send_headers: trailers keep the method
             stream.request_method = method
 
-        self._data_to_send += serialize_headers(
-            stream_id, block, self.max_outbound_frame_size, end_stream
+        append_headers(
+            self._data_to_send, stream_id, block, self.max_outbound_frame_size, end_stream
         )

@@ -28,6 +28,12 @@ passes of the workload (CPU time, the collector off). It prints, per workload an
 operation, both medians (µs per pass), and the ratio ours/hyperframe's: the
 median of the per-round ratios with a 90 % bootstrap interval.
 
+A second table guards the fast layer's HEADERS path: ``append_headers`` (the
+frames appended to h2's outbound buffer) against the plain ``out +=
+serialize_headers(...)``, over the unary call's three header blocks and a 40,000-byte
+block (HEADERS + two CONTINUATIONs at 16,384), checked to give the same bytes first;
+ratio append/plain, the same statistic.
+
 Run: ``.venv/bin/python benchmarks/micro/frames.py`` (``--rounds``, ``--reps``).
 """
 
@@ -159,6 +165,31 @@ def ours_serialize(plan: Plan) -> bytes:
     return b"".join(parts)
 
 
+def append_all(blocks: list[tuple[int, bytes, bool]]) -> bytearray:
+    """The blocks' frames appended to one buffer by ``append_headers`` (the fast layer's)."""
+    out = bytearray()
+    for sid, block, end in blocks:
+        frames.append_headers(out, sid, block, MAX_FRAME_SIZE, end)
+    return out
+
+
+def plain_append_all(blocks: list[tuple[int, bytes, bool]]) -> bytearray:
+    """The same with the plain serializer: its bytes, then added to the buffer."""
+    out = bytearray()
+    for sid, block, end in blocks:
+        out += frames.serialize_headers(sid, block, MAX_FRAME_SIZE, end)
+    return out
+
+
+def header_blocks() -> dict[str, list[tuple[int, bytes, bool]]]:
+    """The header workloads: (stream id, block, END_STREAM) per block."""
+    unary = [(sid, payload, bool(flags & 1)) for kind, sid, flags, payload in unary_plan() if kind]
+    return {
+        "unary": unary,
+        "40,000 B": [(1, bytes(range(256)) * 156 + bytes(64), True)],
+    }
+
+
 def hyperframe_serialize(plan: Plan) -> bytes:
     """hyperframe's frames of the same plan, serialized."""
     parts = []
@@ -222,6 +253,21 @@ def run(rounds: int, reps: int) -> bool:
                 f" {c.bottom:>13.2f} | {c.ratio:.2f} ({c.low:.2f}-{c.high:.2f})"
                 f" | agree: {'yes' if agree else 'NO'}"
             )
+    print()
+    print(f"{'headers':<9} | {'append µs':>9} | {'plain µs':>8} | ratio (90 % CI)")
+    for name, blocks in header_blocks().items():
+        agree = append_all(blocks) == plain_append_all(blocks)
+        agreed &= agree
+        mine, other = [], []
+        for i in range(rounds):
+            pair = [(mine, append_all), (other, plain_append_all)]
+            for samples, fn in pair if i % 2 == 0 else pair[::-1]:
+                samples.append(per_pass(functools.partial(fn, blocks), reps))
+        c = compare(mine, other, paired=True)
+        print(
+            f"{name:<9} | {c.top:>9.2f} | {c.bottom:>8.2f} |"
+            f" {c.ratio:.2f} ({c.low:.2f}-{c.high:.2f}) | agree: {'yes' if agree else 'NO'}"
+        )
     return agreed
 
 
