@@ -52,12 +52,14 @@ Errors: :class:`WindowError`'s kinds carry their HTTP/2 code (``error_code``), a
 ``_h2/frames.py``'s errors do; whether it is a stream or a connection error is the
 caller's to say (it knows which window it asked). Their messages are h2's.
 
-Owner: the window's owner is its side's task: the reader owns the inbound windows
-(it consumes them on DATA and, through h2's ``acknowledge_received_data`` and
-``increment_flow_control_window`` from loopy's items, hands them back: loopy and the
-reader never run at once, as ``_h2fixes.FixedConnection``); loopy owns the outbound
-windows (it consumes them as it frames DATA; the reader raises them on
-WINDOW_UPDATE and SETTINGS, between loopy's turns).
+Owner: as the connection object that holds the windows (``_h2fixes.FixedConnection``:
+its tasks use it only between awaits, never at once). The reader owns inbound
+consumption: it consumes the inbound windows on DATA (and credits DATA on a closed
+stream back, ``process_bytes``, inside h2's ``receive_data``); loopy opens them when
+it frames our WINDOW_UPDATE (h2's ``increment_flow_control_window``,
+``window_opened``). Loopy owns the outbound windows: it consumes them as it frames
+DATA; the reader raises them on the peer's WINDOW_UPDATE and SETTINGS, between
+loopy's turns.
 """
 
 from __future__ import annotations
