@@ -419,3 +419,23 @@ def test_the_wire_codes_are_h2s() -> None:
     assert FLOW_CONTROL_ERROR == ErrorCodes.FLOW_CONTROL_ERROR
     assert PROTOCOL_ERROR == ErrorCodes.PROTOCOL_ERROR
     assert MAX_WINDOW == h2.connection.H2Connection.MAX_WINDOW_INCREMENT
+
+
+def test_the_speed_layers_window_raises_what_h2_catches() -> None:
+    """``_h2fast.H2ReceiveWindow`` raises h2's own ``FlowControlError`` (its class, not a
+    subclass: h2's ``receive_data`` catches it and answers GOAWAY(FLOW_CONTROL_ERROR));
+    the module's own type raises ours, with the same code and message."""
+    from trio_h2t._h2fast import H2ReceiveWindow
+
+    for cls, error in (
+        (H2ReceiveWindow, h2.exceptions.FlowControlError),
+        (ReceiveWindow, FlowControlError),
+    ):
+        window = cls(10)
+        with pytest.raises(error) as info:
+            window.window_consumed(11)
+        assert type(info.value) is error
+        assert info.value.error_code == FLOW_CONTROL_ERROR
+        assert str(info.value) == "Flow control window shrunk below 0"
+        with pytest.raises(error):
+            cls(MAX_WINDOW).window_opened(1)

@@ -59,7 +59,7 @@ from ._h2.streamstates import (
     StreamEvent,
     StreamStateError,
 )
-from ._h2.windows import ReceiveWindow, WindowError
+from ._h2.windows import ReceiveWindow
 from ._h2fixes import FixedConnection, FixedStream, InboundData, _Malformed
 from ._headers import validate_received
 
@@ -167,23 +167,12 @@ class H2ReceiveWindow(ReceiveWindow):
     the same calls and figures (h2's stream and connection code call
     ``window_consumed``, ``window_opened``, ``process_bytes`` and read or set
     ``current_window_size`` and ``max_window_size``), its errors raised as h2's
-    ``FlowControlError``, which h2's ``receive_data`` answers with GOAWAY
-    (``tests/test_h2_guard.py`` checks h2 calls nothing else on it). Owner: as the
-    stream or connection that holds it."""
+    ``FlowControlError`` (FLOW_CONTROL_ERROR too), which h2's ``receive_data``
+    answers with GOAWAY (``tests/test_h2_guard.py`` checks h2 calls nothing else on
+    it). Owner: as the stream or connection that holds it."""
 
     __slots__ = ()
-
-    def window_consumed(self, size: int) -> None:
-        try:
-            ReceiveWindow.window_consumed(self, size)
-        except WindowError as exc:
-            raise FlowControlError(str(exc)) from None
-
-    def window_opened(self, size: int) -> None:
-        try:
-            ReceiveWindow.window_opened(self, size)
-        except WindowError as exc:
-            raise FlowControlError(str(exc)) from None
+    flow_control_error = FlowControlError
 
 
 class FastStream(FixedStream, H2ReceiveWindow):

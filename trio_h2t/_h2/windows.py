@@ -65,6 +65,7 @@ loopy's turns.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
 __all__ = [
     "DEFAULT_WINDOW",
@@ -185,9 +186,16 @@ class ReceiveWindow:
     size the window is kept at (the initial size, raised by our WINDOW_UPDATEs);
     ``pending_credit`` the octets the application processed that no WINDOW_UPDATE
     handed back yet. Owner: the reader (module docstring).
+
+    ``flow_control_error`` is the class its FLOW_CONTROL_ERRORs are raised as (built
+    from the message alone): :class:`FlowControlError` here; a subclass may name the
+    one its caller catches instead (``_h2fast.H2ReceiveWindow``: h2's, whose
+    ``error_code`` is the same), with no wrapper call on the way.
     """
 
     __slots__ = ("current_window_size", "max_window_size", "pending_credit")
+
+    flow_control_error: ClassVar[type[Exception]] = FlowControlError
 
     def __init__(self, max_window_size: int = DEFAULT_WINDOW) -> None:
         if not 0 <= max_window_size <= MAX_WINDOW:
@@ -208,7 +216,7 @@ class ReceiveWindow:
         consumed (h2's)."""
         self.current_window_size -= size
         if self.current_window_size < 0:
-            raise FlowControlError("Flow control window shrunk below 0")
+            raise self.flow_control_error("Flow control window shrunk below 0")
 
     def window_opened(self, size: int) -> None:
         """We open the window by ``size`` (our own WINDOW_UPDATE, or, negative too, a
@@ -216,7 +224,7 @@ class ReceiveWindow:
         FlowControlError, the window left opened (h2's)."""
         self.current_window_size += size
         if self.current_window_size > MAX_WINDOW:
-            raise FlowControlError(f"Flow control window mustn't exceed {MAX_WINDOW}")
+            raise self.flow_control_error(f"Flow control window mustn't exceed {MAX_WINDOW}")
         if self.current_window_size > self.max_window_size:
             self.max_window_size = self.current_window_size
 
