@@ -433,3 +433,18 @@ def test_data_received_has_the_attributes_the_speed_layer_sets() -> None:
     assert sorted(vars(event)) == ["data", "flow_controlled_length", "stream_ended", "stream_id"]
     assert not hasattr(h2.events.DataReceived, "__post_init__")
     assert not hasattr(h2.events.DataReceived, "__slots__")
+
+
+def test_our_inbound_windows_names_do_not_collide_with_h2s_stream() -> None:
+    """``FastStream`` inherits our ``ReceiveWindow`` (``_h2/windows.py``) beside h2's
+    ``H2Stream``: apart from the names of h2's ``WindowManager`` it stands in for, none
+    of its names may be one h2's stream (class or instance) defines, which it would
+    silently shadow or be shadowed by."""
+    from trio_h2t._h2.windows import ReceiveWindow
+
+    stream = h2.stream.H2Stream(1, h2.config.H2Configuration(), 65_535, 65_535)
+    window_api = set(dir(h2.windows.WindowManager(65_535)))
+    ours = {n for n in dir(ReceiveWindow) if not n.startswith("__")} - window_api
+    assert ours, "the scan found none of ReceiveWindow's own names"
+    clashes = sorted(n for n in ours if hasattr(h2.stream.H2Stream, n) or n in vars(stream))
+    assert clashes == []
