@@ -35,7 +35,7 @@ from hyperframe.frame import HeadersFrame
 import trio_h2t
 from trio_h2t._h2.hpack import CachingDecoder, HeaderListTooLarge, ReadOnDecoder
 from trio_h2t._h2.streamstates import TRANSITIONS, StreamInput, StreamState
-from trio_h2t._h2fast import FastStream
+from trio_h2t._h2fast import FastConnection, FastStream, H2ReceiveWindow
 from trio_h2t._h2fixes import FixedFrameBuffer
 from trio_h2t._sockopts import CLOSED_ERRNOS, stdlib_socket
 
@@ -268,17 +268,72 @@ def test_send_data_is_a_no_op_transition_in_the_states_frame_data_skips() -> Non
 
 
 def test_our_stream_sets_every_attribute_h2s_stream_sets() -> None:
-    """FastStream sets each instance attribute of h2's H2Stream, state machine, window manager."""
+    """FastStream sets each instance attribute of h2's H2Stream and state machine, and
+    the public ones of h2's window manager (its private ``_bytes_processed`` is used
+    by ``WindowManager``'s own methods only, which ours replaces)."""
     config = h2.config.H2Configuration(client_side=True)
     theirs: set[str] = set()
     theirs |= set(vars(h2.stream.H2Stream(1, config, 65_535, 65_535)))
     theirs |= set(vars(h2.stream.H2StreamStateMachine(1)))
-    theirs |= set(vars(h2.windows.WindowManager(65_535)))
+    theirs |= {n for n in vars(h2.windows.WindowManager(65_535)) if not n.startswith("_")}
     # FastStream *is* its own state machine and inbound window manager (properties).
     theirs -= {"state_machine", "_inbound_window_manager"}
     ours = FastStream(1, config, 65_535, 65_535)
     missing = sorted(name for name in theirs if not hasattr(ours, name))
     assert not missing
+
+
+def _what_h2_uses_on(attribute: str) -> set[str]:
+    """The names h2's stream and connection code reads, sets or calls on
+    ``self.<attribute>`` (directly, or through a local it is assigned to)."""
+    used: set[str] = set()
+    for module in (h2.stream, h2.connection):
+        tree = ast.parse(inspect.getsource(module))
+        aliases: set[str] = set()
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == attribute
+            ):
+                aliases |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute):
+                continue
+            inner = node.value
+            if (isinstance(inner, ast.Attribute) and inner.attr == attribute) or (
+                isinstance(inner, ast.Name) and inner.id in aliases
+            ):
+                used.add(node.attr)
+    return used
+
+
+@pytest.mark.parametrize(
+    "attribute", ["_inbound_window_manager", "_inbound_flow_control_window_manager"]
+)
+def test_h2_asks_our_inbound_windows_only_what_they_answer(attribute: str) -> None:
+    """h2's code uses its ``WindowManager`` (a stream's ``_inbound_window_manager``,
+    the connection's ``_inbound_flow_control_window_manager``) through five names;
+    ``FastStream`` and ``FastConnection`` put our ``_h2/windows.py`` ``ReceiveWindow``
+    there (``H2ReceiveWindow``), which has each. An h2 that calls something new on it
+    fails here."""
+    used = _what_h2_uses_on(attribute)
+    assert used, "h2 no longer keeps its window manager there: the scan found nothing"
+    assert used <= {
+        "window_consumed",
+        "window_opened",
+        "process_bytes",
+        "current_window_size",
+        "max_window_size",
+    }
+    config = h2.config.H2Configuration(client_side=True)
+    for window in (
+        FastStream(1, config, 65_535, 65_535)._inbound_window_manager,
+        FastConnection(config)._inbound_flow_control_window_manager,
+    ):
+        assert isinstance(window, H2ReceiveWindow)
+        missing = sorted(name for name in used if not hasattr(window, name))
+        assert not missing
 
 
 @pytest.mark.parametrize("decoder_class", [ReadOnDecoder, CachingDecoder])
@@ -378,3 +433,18 @@ def test_data_received_has_the_attributes_the_speed_layer_sets() -> None:
     assert sorted(vars(event)) == ["data", "flow_controlled_length", "stream_ended", "stream_id"]
     assert not hasattr(h2.events.DataReceived, "__post_init__")
     assert not hasattr(h2.events.DataReceived, "__slots__")
+
+
+def test_our_inbound_windows_names_do_not_collide_with_h2s_stream() -> None:
+    """``FastStream`` inherits our ``ReceiveWindow`` (``_h2/windows.py``) beside h2's
+    ``H2Stream``: apart from the names of h2's ``WindowManager`` it stands in for, none
+    of its names may be one h2's stream (class or instance) defines, which it would
+    silently shadow or be shadowed by."""
+    from trio_h2t._h2.windows import ReceiveWindow
+
+    stream = h2.stream.H2Stream(1, h2.config.H2Configuration(), 65_535, 65_535)
+    window_api = set(dir(h2.windows.WindowManager(65_535)))
+    ours = {n for n in dir(ReceiveWindow) if not n.startswith("__")} - window_api
+    assert ours, "the scan found none of ReceiveWindow's own names"
+    clashes = sorted(n for n in ours if hasattr(h2.stream.H2Stream, n) or n in vars(stream))
+    assert clashes == []

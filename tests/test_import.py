@@ -49,6 +49,7 @@ SANS_IO = frozenset(
         "_h2.frames",
         "_h2.hpack",
         "_h2.streamstates",
+        "_h2.windows",
         "_h2fast",
         "_h2fixes",
         "_h2state",
@@ -80,8 +81,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_h2.frames": frozenset(),
     "_h2.hpack": frozenset(),
     "_h2.streamstates": frozenset(),
+    "_h2.windows": frozenset(),
     "_h2fixes": frozenset({"_h2.frames", "_h2.hpack"}),
-    "_h2fast": frozenset({"_h2fixes", "_headers", "_h2.frames", "_h2.hpack", "_h2.streamstates"}),
+    "_h2fast": frozenset(
+        {"_h2fixes", "_headers", "_h2.frames", "_h2.hpack", "_h2.streamstates", "_h2.windows"}
+    ),
     "_h2state": frozenset({"_h2fast", "_h2fixes", "_h2.hpack"}),
     "_items": frozenset(),
     "_outstream": frozenset(),

@@ -18,7 +18,9 @@ layer, and ``tests/conformance`` runs against a server with it switched off
 2. **One object per stream, not three.** ``FastStream`` is also its own state
    machine and inbound window manager, and is built directly by
    ``_begin_new_stream``. Its transitions are our table (``_h2/streamstates.py``), in h2's
-   terms (``_H2_TRANSITIONS``): h2's own table is not read.
+   terms (``_H2_TRANSITIONS``): h2's own table is not read. Its inbound window is our
+   ``_h2/windows.py`` ``ReceiveWindow`` (``H2ReceiveWindow``), and so is the
+   connection's: h2's ``WindowManager`` is not used.
 3. **Closed streams in an array.** How closed streams ended is kept in an array of
    at most 1 MiB that grows with the stream ids (``_ClosedStreams``) instead of
    h2's dict of the last 65,536, which reaches 7.9 MB per connection
@@ -40,10 +42,9 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.stream
-import h2.windows
 from h2.connection import AllowedStreamIDs, ConnectionInputs
 from h2.errors import ErrorCodes
-from h2.exceptions import ProtocolError, StreamClosedError, StreamIDTooLowError
+from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError, StreamIDTooLowError
 from h2.stream import StreamClosedBy, StreamInputs, StreamState
 from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
 
@@ -58,10 +59,11 @@ from ._h2.streamstates import (
     StreamEvent,
     StreamStateError,
 )
+from ._h2.windows import ReceiveWindow
 from ._h2fixes import FixedConnection, FixedStream, InboundData, _Malformed
 from ._headers import validate_received
 
-__all__ = ["FastConnection", "FastStream"]
+__all__ = ["FastConnection", "FastStream", "H2ReceiveWindow"]
 
 #: Where a DATA frame leaves both state machines as they were (h2's connection
 #: table: RECV_DATA; our stream table, ``_h2/streamstates.py``: RECV_DATA ->
@@ -154,16 +156,32 @@ def _h2_error(exc: StreamStateError) -> ProtocolError:
 _STREAM_CLOSED = StreamState.CLOSED
 
 
-class FastStream(FixedStream, h2.windows.WindowManager):
+class H2ReceiveWindow(ReceiveWindow):
+    """Our inbound window (``_h2/windows.py``) where h2 keeps its ``WindowManager``:
+    the same calls and figures (h2's stream and connection code call
+    ``window_consumed``, ``window_opened``, ``process_bytes`` and read or set
+    ``current_window_size`` and ``max_window_size``), its errors raised as h2's
+    ``FlowControlError`` (FLOW_CONTROL_ERROR too), which h2's ``receive_data``
+    answers with GOAWAY (``tests/test_h2_guard.py`` checks h2 calls nothing else on
+    it). Owner: as the stream or connection that holds it."""
+
+    __slots__ = ()
+    flow_control_error = FlowControlError
+
+
+class FastStream(FixedStream, H2ReceiveWindow):
     """``FixedStream`` as one object, validating received blocks in one pass.
 
     h2's ``H2Stream.__init__`` builds an ``H2StreamStateMachine`` and a
-    ``WindowManager`` per stream; here the stream is both (``state_machine`` and
-    ``_inbound_window_manager`` return ``self``). As a state machine it keeps h2's state and flags
-    (h2's code reads them) and runs our table (``process_input``). The two classes
-    share one attribute, ``stream_id`` (always the same value), so h2's own code
-    runs unchanged on the merged object
-    (``tests/test_h2state.py::test_merged_stream_object_behaves_as_h2s_three``).
+    ``WindowManager`` per stream; here the stream is both its state machine and its
+    inbound window, our ``_h2/windows.py`` ``ReceiveWindow`` in h2's place
+    (``state_machine`` and ``_inbound_window_manager`` return ``self``). As a state
+    machine it keeps h2's state and flags (h2's code reads them) and runs our table
+    (``process_input``). The pieces share one attribute, ``stream_id`` (always the
+    same value), so h2's own code runs unchanged on the merged object
+    (``tests/test_h2state.py::test_merged_stream_object_behaves_as_h2s_three``
+    compares it with the stream built as h2 builds it, h2's ``WindowManager``
+    included).
     """
 
     def __init__(
@@ -183,7 +201,7 @@ class FastStream(FixedStream, h2.windows.WindowManager):
         self.headers_received: bool | None = None
         self.trailers_received: bool | None = None
         self.stream_closed_by: StreamClosedBy | None = None
-        h2.windows.WindowManager.__init__(self, inbound_window_size)
+        ReceiveWindow.__init__(self, inbound_window_size)
         self.max_outbound_frame_size: int | None = None
         self.request_method: bytes | None = None
         self.outbound_flow_control_window = outbound_window_size
@@ -328,6 +346,10 @@ class FastConnection(FixedConnection):
         self.decoder = CachingDecoder()
         self.decoder.max_header_list_size = self.DEFAULT_MAX_HEADER_LIST_SIZE
         self._closed_streams = _ClosedStreams()  # type: ignore[assignment]
+        # Nothing is received yet either: our inbound window in place of h2's.
+        self._inbound_flow_control_window_manager = H2ReceiveWindow(  # type: ignore[assignment]
+            self.local_settings.initial_window_size
+        )
 
     def _begin_new_stream(self, stream_id: int, allowed_ids: Any) -> Any:
         # h2's ``_begin_new_stream``, building ``FastStream`` directly, without its

@@ -13,7 +13,11 @@ protocol core"):
   ``(state, input) -> (state, action)``, as data; ``_h2fast``'s streams run it. (exists)
 - ``connection``: settings, the stream registry and GOAWAY bookkeeping; takes
   frames, returns events and frames to send. (planned)
-- flow control: connection and stream windows. (planned)
+- ``windows``: the flow-control windows of §6.9, a stream's and the connection's:
+  the outbound (send) window and its WINDOW_UPDATE and SETTINGS_INITIAL_WINDOW_SIZE
+  arithmetic, and the inbound (receive) window with h2's rule for handing processed
+  bytes back. ``_h2fast``'s streams and connection keep their inbound windows in it;
+  the outbound windows are still h2's integers until ``connection`` lands. (exists)
 
 Until ``connection`` lands, h2 (patched by ``_h2fixes`` and ``_h2fast``) is the
 connection and stream core, and the modules here replace its pieces one at a time.
@@ -22,7 +26,8 @@ Rules of the package: nothing here imports trio or the task layer (not even for
 annotations; ``tests/test_import.py`` enforces it), nothing rewrites h2's,
 hpack's or hyperframe's classes or tables, and stock h2 (with hpack and hyperframe)
 is the oracle: differential tests (``tests/test_h2_frames.py`` for the frames,
-``tests/test_h2_streamstates.py`` for the stream states, ``tests/test_hpack.py``) feed
+``tests/test_h2_streamstates.py`` for the stream states, ``tests/test_h2_windows.py``
+for the windows, ``tests/test_hpack.py``) feed
 the same input to both and compare what comes out.
 
 This ``__init__`` imports nothing: import the modules themselves.
