@@ -44,7 +44,12 @@ import h2.stream
 import h2.windows
 from h2.connection import AllowedStreamIDs, ConnectionInputs
 from h2.errors import ErrorCodes
-from h2.exceptions import ProtocolError, StreamClosedError, StreamIDTooLowError
+from h2.exceptions import (
+    ProtocolError,
+    StreamClosedError,
+    StreamIDTooLowError,
+    TooManyStreamsError,
+)
 from h2.stream import StreamClosedBy, StreamInputs, StreamState
 from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
 
@@ -399,6 +404,15 @@ class FastConnection(FixedConnection):
         built: h2.events.DataReceived = event
         return built
 
+    def _check_can_open(self, stream_id: int) -> None:
+        # FixedConnection.send_headers's checks before a new stream: not one
+        # ``prune_closed_streams`` forgot, and h2's limit check with our count of
+        # open streams (0, patch 2), which refuses a stream only when the peer
+        # allows none (tests/test_h2_connection.py found it missing here).
+        self._check_not_forgotten(stream_id)
+        if self.remote_settings.max_concurrent_streams < 1:
+            raise TooManyStreamsError("Max outbound streams is 0, 0 open")
+
     def send_headers(
         self,
         stream_id: int,
@@ -435,7 +449,7 @@ class FastConnection(FixedConnection):
             return
         stream = self.streams.get(stream_id)
         if stream is None:
-            self._check_not_forgotten(stream_id)
+            self._check_can_open(stream_id)
         self.state_machine.process_input(ConnectionInputs.SEND_HEADERS)
         if stream is None:
             stream = self._begin_new_stream(stream_id, AllowedStreamIDs(self.config.client_side))
