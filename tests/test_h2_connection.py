@@ -27,6 +27,13 @@ would send.
   that recognises the step where the patch makes the two part, and cuts the
   script there for stock h2 (the layers go on together). A difference no entry
   explains fails the test.
+
+A second family of scripts keeps the connection alive (three open streams, DATA and
+window updates both ways, settings that move the windows), where the first family's
+mistakes end most connections early; and ``EXAMPLES`` holds one hand-written script
+per cut rule, which that rule must be the one to cut. The both-layers machine reads
+the bytes into its frame buffer (``read_target``, as the reader does), the others
+take them through ``receive_data``.
 """
 
 from __future__ import annotations
@@ -179,6 +186,71 @@ _script = st.fixed_dictionaries(
         "prologue": st.integers(0, 10),
         "window": st.sampled_from((65_535, 65_535, 4_000, 1)),
         "header_list": st.sampled_from((65_536, 200)),
+    }
+)
+
+
+_open = st.sampled_from((1, 3, 5))
+_valid_settings = st.lists(
+    st.tuples(st.just(int(SettingCodes.INITIAL_WINDOW_SIZE)), st.integers(0, 100_000))
+    | st.tuples(st.just(int(SettingCodes.MAX_FRAME_SIZE)), st.integers(16_384, 40_000))
+    | st.tuples(st.just(int(SettingCodes.HEADER_TABLE_SIZE)), st.integers(0, 8_192)),
+    max_size=3,
+)
+#: The flow-control work of a connection that lives long: DATA (mostly without
+#: END_STREAM) and window updates both ways, settings that move the windows.
+_FLOW = [
+    st.tuples(
+        st.just("data"),
+        _open,
+        st.integers(0, 3_000),
+        st.none() | st.integers(0, 20),
+        st.sampled_from((False,) * 6 + (True,)),
+    ),
+    st.tuples(
+        st.just("window_update"),
+        st.sampled_from((0, 1, 3, 5)),
+        st.integers(1, 70_000),
+        st.just(False),
+    ),
+    st.tuples(st.just("settings"), _valid_settings),
+    st.tuples(st.just("settings_ack"), st.just(False)),
+    st.tuples(st.just("ping"), st.booleans(), st.just(0)),
+    st.tuples(
+        st.just("headers"),
+        _open,
+        st.just("trailers"),
+        st.just(True),
+        st.none(),
+        st.just(False),
+        st.integers(0, 1),
+        st.none(),
+        st.just(0),
+    ),
+    st.tuples(
+        st.just("send_data"), _open, st.integers(0, 20_000), st.sampled_from((False,) * 6 + (True,))
+    ),
+    st.tuples(st.just("increment"), st.sampled_from((None, 1, 3, 5)), st.integers(1, 100_000)),
+    st.tuples(st.just("acknowledge"), _open, st.integers(0, 10_000)),
+    st.tuples(st.just("update_settings"), _valid_settings.filter(bool)),
+]
+_FLOW_WEIGHTS = [6, 3, 2, 2, 1, 1, 4, 3, 2, 1]
+_flow_script = st.fixed_dictionaries(
+    {
+        "first": st.just("settings"),
+        "settings": _valid_settings,
+        "ops": st.lists(
+            st.sampled_from(
+                [s for s, w in zip(_FLOW, _FLOW_WEIGHTS, strict=True) for _ in range(w)]
+            ).flatmap(lambda s: s),
+            min_size=5,
+            max_size=40,
+        ),
+        "cuts": st.lists(st.integers(0, 10**6), max_size=10),
+        "prologue": st.just(1),
+        "answered": st.just(True),
+        "window": st.sampled_from((65_535, 16_384, 4_000)),
+        "header_list": st.just(65_536),
     }
 )
 
@@ -786,6 +858,8 @@ def steps_of(script: dict[str, Any], client_side: bool) -> list[Any]:
         for sid in (1, 3, 5):
             if client_side:
                 prologue.append(("send_headers", sid, False))
+                if script.get("answered"):  # and the server's response
+                    prologue.append(("headers", sid, "head", False, None, False, 0, None, 0))
             else:
                 prologue.append(("headers", sid, "head", False, None, False, 0, None, 0))
     steps: list[Any] = []
@@ -879,6 +953,18 @@ def test_whole_connection_matches_stock_h2_but_for_the_patches(
     """Random whole-connection scripts, the peer's bytes cut anywhere: the speed layer
     says exactly what the correctness layer says, and stock h2 the same but for a
     documented patch (``PATCHES``), where its comparison stops."""
+    run_script(script, client_side)
+
+
+@pytest.mark.parametrize("client_side", [False, True], ids=["server", "client"])
+@given(script=_flow_script)
+@settings(max_examples=200)
+def test_long_flow_controlled_connections_match_stock_h2(
+    client_side: bool, script: dict[str, Any]
+) -> None:
+    """The same comparison on connections that live long: three open streams, DATA
+    and window updates both ways, settings that move the windows (most such scripts
+    end in no patch at all, so the three machines are compared to the end)."""
     run_script(script, client_side)
 
 
