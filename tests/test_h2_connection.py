@@ -615,6 +615,28 @@ PATCHES = [
         ),
     ),
     Patch(
+        2,
+        "a stray CONTINUATION on a closed stream ours still holds (stock h2 forgot it"
+        " while counting): h2's stream state machine refuses it, a connection error,"
+        " where stock h2's lookup finds the stream closed: RST_STREAM after a reset,"
+        " StreamClosedError (STREAM_CLOSED) after END_STREAM",
+        lambda s: (
+            bool(s.touched("continuation"))
+            and s.ours_code() == ErrorCodes.PROTOCOL_ERROR
+            and (
+                (s.stock.error is not None and s.stock.error[0] == "StreamClosedError")
+                or (
+                    s.stock.error is None
+                    and any(
+                        sid == u.op[1]
+                        for sid, _ in _rsts(s.stock)
+                        for u in s.touched("continuation")
+                    )
+                )
+            )
+        ),
+    ),
+    Patch(
         3,
         "events survive a protocol error: ours keeps them in events_before_error, stock h2"
         " drops them; on an error only the error, state and bytes are compared",
@@ -708,6 +730,17 @@ PATCHES = [
         lambda s: (
             bool(s.touched("headers", "data"))
             and bool(_reset_by_us(s.ours) - _reset_by_us(s.stock))
+        ),
+    ),
+    Patch(
+        5,
+        "a 1xx on a closed stream is StreamClosedError as any HEADERS there (FixedStream:"
+        " a reset, or ignored after ours), where h2's table has no (CLOSED,"
+        " RECV_INFORMATIONAL_HEADERS) and ends the connection",
+        lambda s: (
+            any(u.op[2] == "info" for u in s.touched("headers"))
+            and s.stock_code() == ErrorCodes.PROTOCOL_ERROR
+            and s.ours.error is None
         ),
     ),
     Patch(
@@ -1002,6 +1035,18 @@ EXAMPLES: list[tuple[str, bool, dict[str, Any]]] = [
             ]
         },
     ),
+    (
+        "a stray CONTINUATION on a closed stream",
+        True,
+        {
+            "ops": [
+                ("send_data", 3, 0, True),
+                _headers(3, end=True),
+                ("send_headers", 7, False),
+                ("continuation", 3),
+            ]
+        },
+    ),
     ("§3.4", False, {"first": "ping"}),
     ("§3.4", True, {"first": "ping"}),
     ("§4.3", False, {"ops": [_headers(7, "junk")]}),
@@ -1021,6 +1066,7 @@ EXAMPLES: list[tuple[str, bool, dict[str, Any]]] = [
     ("§6.4", False, {"ops": [("rst", 9, 0)]}),
     ("§5.1.1", True, {"ops": [_headers(2)]}),
     ("§6.2", False, {"ops": [_headers(7, "empty", end=True, pad=5)]}),
+    ("a 1xx on a closed stream", True, {"ops": [("rst", 1, 0), _headers(1, "info")]}),
     ("a malformed message", False, {"ops": [_headers(7, "bad", end=True)]}),
     ("a header list over our SETTINGS", False, {"header_list": 200, "ops": [_headers(7, "bad")]}),
     (
