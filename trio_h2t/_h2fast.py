@@ -44,7 +44,13 @@ import h2.events
 import h2.stream
 from h2.connection import AllowedStreamIDs, ConnectionInputs
 from h2.errors import ErrorCodes
-from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError, StreamIDTooLowError
+from h2.exceptions import (
+    FlowControlError,
+    ProtocolError,
+    StreamClosedError,
+    StreamIDTooLowError,
+    TooManyStreamsError,
+)
 from h2.stream import StreamClosedBy, StreamInputs, StreamState
 from h2.utilities import authority_from_headers, extract_method_header, is_informational_response
 
@@ -333,6 +339,16 @@ class _ClosedStreams:
         return _CLOSED_BY[code]
 
 
+def _check_can_open(conn: FixedConnection, stream_id: int) -> None:
+    """``FixedConnection.send_headers``'s checks before a new stream: not one
+    ``prune_closed_streams`` forgot, and h2's limit check with our count of open
+    streams (0, patch 2), which refuses a stream only when the peer allows none
+    (``tests/test_h2_connection.py`` found it missing from the speed layer)."""
+    conn._check_not_forgotten(stream_id)
+    if conn.remote_settings.max_concurrent_streams < 1:
+        raise TooManyStreamsError("Max outbound streams is 0, 0 open")
+
+
 class FastConnection(FixedConnection):
     """``FixedConnection`` with the speed rewrites 1-4 (module docstring)."""
 
@@ -452,7 +468,7 @@ class FastConnection(FixedConnection):
             return
         stream = self.streams.get(stream_id)
         if stream is None:
-            self._check_not_forgotten(stream_id)
+            _check_can_open(self, stream_id)
         self.state_machine.process_input(ConnectionInputs.SEND_HEADERS)
         if stream is None:
             stream = self._begin_new_stream(stream_id, AllowedStreamIDs(self.config.client_side))

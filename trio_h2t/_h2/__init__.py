@@ -27,8 +27,10 @@ annotations; ``tests/test_import.py`` enforces it), nothing rewrites h2's,
 hpack's or hyperframe's classes or tables, and stock h2 (with hpack and hyperframe)
 is the oracle: differential tests (``tests/test_h2_frames.py`` for the frames,
 ``tests/test_h2_streamstates.py`` for the stream states, ``tests/test_h2_windows.py``
-for the windows, ``tests/test_hpack.py``) feed
-the same input to both and compare what comes out.
+for the windows, ``tests/test_hpack.py``, ``tests/test_inbound.py`` for the DATA path
+and ``tests/test_h2_connection.py`` for whole connections, where each deliberate
+difference is an entry of its ``PATCHES``) feed the same input to both and compare
+what comes out.
 
 This ``__init__`` imports nothing: import the modules themselves.
 """
