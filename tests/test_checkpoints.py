@@ -244,6 +244,17 @@ async def _open_stream() -> None:
             await cm.__aexit__(None, None, None)
 
 
+@probe("trio_h2t.ClientConnection.open_stream_nowait", claim="never")
+async def _open_stream_nowait() -> None:
+    async with client_to(echo) as conn:
+        with assert_no_checkpoints():
+            cm, stream = conn.open_stream_nowait(REQUEST, end_stream=True)
+        assert (await stream.receive_headers())[0] == (b":status", b"200")
+        assert await stream.read_all() == b""
+        with assert_no_checkpoints():
+            await cm.__aexit__(None, None, None)
+
+
 # ---------------------------------------------------------------- H2Stream
 
 

@@ -115,3 +115,34 @@ async def test_nowait_sends_check_as_the_async_ones() -> None:
     assert errors == ["checked"]
     assert response.status == 200
     assert response.body == b""
+
+
+async def test_open_stream_nowait_opens_at_once_or_would_block_on_stream_quota() -> None:
+    """ClientConnection.open_stream_nowait opens a stream as entering open_stream
+    does, without a checkpoint; at the server's MAX_CONCURRENT_STREAMS it raises
+    WouldBlock, queuing nothing and holding no quota, and a stream that ends gives
+    the quota back to it."""
+    release = trio.Event()
+
+    async def handler(stream: H2Stream) -> None:
+        await stream.read_all()
+        await release.wait()
+        await stream.send_headers(RESPONSE_200, end_stream=True)
+
+    config = TransportConfig(max_concurrent_streams=1)
+    with trio.fail_after(LIMIT):
+        async with connected_pair(handler, server_config=config) as (conn, _core):
+            await trio.testing.wait_all_tasks_blocked()  # the server's SETTINGS arrived
+            with trio.testing.assert_no_checkpoints():
+                first, stream = conn.open_stream_nowait(REQUEST, end_stream=True)
+            with trio.testing.assert_no_checkpoints(), pytest.raises(trio.WouldBlock):
+                conn.open_stream_nowait(REQUEST, end_stream=True)
+            await trio.testing.wait_all_tasks_blocked()
+            assert conn.open_streams == 1  # the WouldBlock queued nothing
+            release.set()
+            assert (await stream.receive_headers())[0] == (b":status", b"200")
+            await first.__aexit__(None, None, None)
+            await trio.testing.wait_all_tasks_blocked()
+            second, again = conn.open_stream_nowait(REQUEST, end_stream=True)
+            assert (await again.receive_headers())[0] == (b":status", b"200")
+            await second.__aexit__(None, None, None)

@@ -90,8 +90,25 @@ class _StreamOpener:
     async def __aenter__(self) -> H2Stream:
         if self._stream is not None:
             raise RuntimeError("open_stream(...) can be entered only once")
+        await self._core.acquire_stream_quota()
+        return self._start()
+
+    def enter_nowait(self) -> H2Stream:
+        """``__aenter__`` without waiting or checkpointing (``open_stream_nowait``).
+
+        Raises:
+            trio.WouldBlock: entering would wait for stream quota; nothing was done
+                (the opener can still be entered).
+            As ``__aenter__`` otherwise.
+        """
+        if self._stream is not None:
+            raise RuntimeError("open_stream(...) can be entered only once")
+        self._core.acquire_stream_quota_nowait()
+        return self._start()
+
+    def _start(self) -> H2Stream:
+        """The stream quota is held: make the stream and queue its ``StartStream``."""
         core = self._core
-        await core.acquire_stream_quota()
         stream = H2Stream._create(core, stream_id=0, headers=None)
         stream.client_opened(self._body_rule, end_stream=self._end_stream)
         self._stream = stream
@@ -227,6 +244,12 @@ class ClientConnection(metaclass=NoPublicConstructor):
             RuntimeError: this ``open_stream(...)`` was already entered once (call
                 ``open_stream`` again for another request).
         """
+        return self._opener(headers, end_stream)
+
+    def _opener(
+        self, headers: Sequence[tuple[bytes | str, bytes | str]], end_stream: bool
+    ) -> _StreamOpener:
+        """``open_stream``'s checks, then its context manager (not yet entered)."""
         _check_bool(end_stream, "end_stream")
         block, rule = _block_to_send(headers, response=False, trailer=False)
         if end_stream and rule is not None and rule[0]:
@@ -235,6 +258,30 @@ class ClientConnection(metaclass=NoPublicConstructor):
                 "announces (RFC 9113 §8.1.1); nothing was queued"
             )
         return _StreamOpener(self._core, block, end_stream, rule)
+
+    def open_stream_nowait(
+        self,
+        headers: Sequence[tuple[bytes | str, bytes | str]],
+        *,
+        end_stream: bool = False,
+    ) -> tuple[AbstractAsyncContextManager[H2Stream], H2Stream]:
+        """:meth:`open_stream`, entered at once without a checkpoint, for a caller
+        that checkpoints once around several operations (trio's ``op_nowait``
+        convention: the gRPC layer's unary call, whose one schedule point is the
+        wait for its response). Returns the context manager, already entered, and
+        its stream; the caller must leave it (``await opener.__aexit__(...)``), as
+        the ``async with`` block of :meth:`open_stream` would.
+
+        Checkpoint: never (synchronous).
+
+        Raises:
+            trio.WouldBlock: entering would wait for stream quota (the server's
+                MAX_CONCURRENT_STREAMS is reached, or other tasks wait for it);
+                nothing was queued and no quota is held: use :meth:`open_stream`.
+            As :meth:`open_stream` and its entering otherwise.
+        """
+        opener = self._opener(headers, end_stream)
+        return opener, opener.enter_nowait()
 
     def request_headers(
         self,

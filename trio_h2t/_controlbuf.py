@@ -319,6 +319,15 @@ class ControlBuffer:
             self._gate_lot.unpark_all()
 
     @property
+    def gate_open(self) -> bool:
+        """Whether :meth:`wait_unthrottled` would return at once: fewer than
+        ``throttle_limit`` throttled items are queued, and the buffer is not
+        finished. Synchronous: a reader whose read waits for the socket first (a
+        schedule point and cancellation check of its own) reads on without the
+        checkpoint of ``wait_unthrottled``."""
+        return self._throttled < self._limit and not self._finished
+
+    @property
     def throttled(self) -> int:
         """Throttled items queued and not yet taken (the gate's count)."""
         return self._throttled

@@ -144,10 +144,11 @@ def _buffer_reader(
     stream is read with ``receive_some(read_size)`` and copied in (``add_data``).
     Errors follow ``trio.abc.ReceiveStream``: BrokenResourceError for the network,
     ClosedResourceError if the stream was closed (before the read, or while it
-    waits). Checkpoint: only while it waits for the socket (a read that succeeds at
-    once has no schedule point, and no cancellation check: the reader's loop calls
-    it right after ``wait_unthrottled``, whose checkpoint checks cancellation last).
-    On cancellation: nothing was read.
+    waits). Checkpoint: only while it waits for the socket, as it always does first
+    when the buffer was dropped (a read that succeeds at once has no schedule point,
+    and no cancellation check: the reader's loop calls it right after
+    ``wait_unthrottled``, whose checkpoint checks cancellation last, unless the read
+    waits first). On cancellation: nothing was read.
     """
     buffer = state.incoming_buffer
     if not isinstance(transport, trio.SocketStream):
@@ -169,7 +170,8 @@ def _buffer_reader(
     recv_into = raw.recv_into if raw is not None else None
 
     async def read() -> int:
-        # No cancellation check of its own: the read loop calls it right after
+        # No cancellation check of its own: the wait for the socket is one, and
+        # otherwise the read loop calls it right after
         # ``ControlBuffer.wait_unthrottled``, whose checkpoint checks last.
         try:
             if buffer.idle:
@@ -314,11 +316,21 @@ class Reader:
         # The last read was short: drop the buffer once it is parsed (at first too:
         # bytes a server sniffed, ``prime``, may be all a quiet client sends).
         small = True
+        # The read waits for the socket before it reads (a trio.SocketStream whose
+        # frame buffer was dropped: the usual case between small reads): that wait
+        # is the step's schedule point and cancellation check.
+        waits_first = isinstance(core.transport, trio.SocketStream)
         # Cancelled when loopy ends: nothing more can be written, so the
         # connection is over even if the peer never closes its side.
         with core.reader_scope:
             while True:
-                await cbuf.wait_unthrottled()  # always a schedule point
+                if not (waits_first and buffer.idle and cbuf.gate_open):
+                    # A schedule point before any other read: a read that succeeds
+                    # at once has none of its own. Where the read waits for the
+                    # socket first, a checkpoint here would be one more trip
+                    # through trio's scheduler for each read, for nothing
+                    # (docs/wakeups.md, "Task steps per unary call").
+                    await cbuf.wait_unthrottled()
                 if not state.input_pending:  # else frames are still buffered: no read
                     try:
                         n = await read()

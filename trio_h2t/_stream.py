@@ -402,16 +402,21 @@ class H2Stream(metaclass=NoPublicConstructor):
             trio.BrokenResourceError: the connection broke.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        parked = False
         while self._headers is None:
             self._raise_if_error()
             if self.core_peer_ended:
                 raise StreamResetError(self.stream_id, ErrorCodes.PROTOCOL_ERROR, remote=False)
+            parked = True
             self._enter_recv_wait()
             await trio.lowlevel.wait_task_rescheduled(self._abort_recv)
             # A stream failed by the end of its connection wakes us; if our task was
             # cancelled meanwhile (a handler's scope is cancelled first), Cancelled wins.
             await trio.lowlevel.checkpoint_if_cancelled()
-        else:
+        # The park was the schedule point; only a call that found the headers there
+        # yields here (a ``while ... else`` yielded after a park too: a second step
+        # each time a client waited for its response).
+        if not parked:
             await trio.lowlevel.cancel_shielded_checkpoint()
         return self._headers
 

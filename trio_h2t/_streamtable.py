@@ -96,6 +96,22 @@ class StreamTable(ConnectionLifecycle):
 
     # -- client stream quota --------------------------------------------------------
 
+    def acquire_stream_quota_nowait(self) -> None:
+        """:meth:`acquire_stream_quota` when it need not wait, without its
+        checkpoint (trio's ``op_nowait`` convention). Synchronous.
+
+        Raises:
+            trio.WouldBlock: the peer's limit is reached, or other tasks wait for
+                quota already (they go first); nothing is held.
+            GoAwayError, ConnectionClosingError: as :meth:`acquire_stream_quota`.
+        """
+        error = self.refuse_new_stream_error()
+        if error is not None:
+            raise error
+        if self._open_outbound >= self._peer_max_streams or self._quota_lot:
+            raise trio.WouldBlock
+        self._open_outbound += 1
+
     async def acquire_stream_quota(self) -> None:
         """Wait until the peer's MAX_CONCURRENT_STREAMS admits one more stream.
 

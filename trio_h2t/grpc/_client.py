@@ -357,7 +357,38 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
                 raise self._rpc_error()
             raise trio.ClosedResourceError("the call has already ended with status OK")
 
+    def _send_nowait(self, message: Req) -> None:
+        """The inline unary call's one message, with END_STREAM: ``_send`` without a
+        checkpoint when the stream's write quota takes it (a fresh stream's does,
+        whatever the size: quota is only waited for once used up). Synchronous; the
+        call has no replay buffer (its attempts are not retried)."""
+        assert self._replay is None
+        frame = self._frame_to_send(message, end=True, compress=True)
+        try:
+            self._stream.send_data_nowait(frame, end_stream=True)
+        except trio.WouldBlock:  # pragma: no cover - a fresh stream has write quota
+            raise AssertionError("a fresh stream's write quota is used up") from None
+        except _TRANSPORT_ERRORS as exc:
+            self._raise_send_failure(exc)
+
     async def _send(self, message: Req, *, end: bool, compress: bool = True) -> None:
+        frame = self._frame_to_send(message, end=end, compress=compress)
+        replay = self._replay
+        if replay is not None and not replay.committed:
+            await self._send_replayable(replay, frame, end=end)
+            return
+        try:
+            await self._stream.send_data(frame, end_stream=end)
+        except _TRANSPORT_ERRORS as exc:
+            self._raise_send_failure(exc)
+
+    def _frame_to_send(self, message: Req, *, end: bool, compress: bool) -> bytes:
+        """``message`` serialized and framed (Length-Prefixed-Message), its size
+        checked, the call marked done writing if ``end``. Synchronous.
+
+        Raises:
+            trio.ClosedResourceError, RpcError: as ``send_message``.
+        """
         if self._writing_done:
             raise trio.ClosedResourceError("done_writing() was called on this call")
         self._check_sendable()
@@ -381,14 +412,7 @@ class Call(Generic[Req, Resp], metaclass=NoPublicConstructor):
         )
         if end:
             self._writing_done = True
-        replay = self._replay
-        if replay is not None and not replay.committed:
-            await self._send_replayable(replay, frame, end=end)
-            return
-        try:
-            await self._stream.send_data(frame, end_stream=end)
-        except _TRANSPORT_ERRORS as exc:
-            self._raise_send_failure(exc)
+        return frame
 
     async def _send_replayable(self, replay: Replay, frame: bytes | None, *, end: bool) -> None:
         """Send ``frame`` (None: END_STREAM alone) on the current attempt, keeping it
@@ -1427,20 +1451,32 @@ async def _open_stream(
     headers: Sequence[tuple[bytes, bytes]],
     wait_for_ready: bool | None,
     retries: int,
+    *,
+    schedule: bool = True,
 ) -> tuple[AbstractAsyncContextManager[H2Stream], H2Stream, int]:
     """Open a call's stream on a picked connection: again while
     ``_retry_transparently`` says so (``retries``: the transparent retries so far).
     Returns the opener (its ``__aexit__`` leaves the stream), the stream and the
     retries now; raises RpcError with the failure's status.
 
-    Checkpoint: always (opening waits for stream quota). On cancellation: no stream
-    is left open."""
+    Checkpoint: always (opening waits for stream quota); with ``schedule=False``
+    only while it waits (a picked READY connection with stream quota opens the
+    stream at once: ``open_stream_nowait``), for the inline unary call, which
+    checked for cancellation already and whose schedule point is the wait for its
+    response. On cancellation: no stream is left open."""
     while True:
         conn = channel._pick_nowait()
         if conn is None:
             conn = await channel._pick(wait_for_ready)
-        opener = conn.open_stream(headers)
         try:
+            if not schedule:
+                try:
+                    opener, stream = conn.open_stream_nowait(headers)
+                except trio.WouldBlock:
+                    pass  # no stream quota now: wait for it below
+                else:
+                    return opener, stream, retries
+            opener = conn.open_stream(headers)
             stream = await opener.__aenter__()
         except _TRANSPORT_ERRORS as exc:
             if _retry_transparently(channel, retries, exc):
@@ -1619,7 +1655,9 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
                 scope.__enter__()
             try:
                 while True:  # one attempt a turn: again only for a transparent retry
-                    opener, stream, retries = await _open_stream(channel, headers, ready, retries)
+                    opener, stream, retries = await _open_stream(
+                        channel, headers, ready, retries, schedule=False
+                    )
                     if channel._balancer is None:
                         # No second attempt: drop the block now (the footprint of a
                         # call in flight, tests/grpc_layer/test_footprint.py).
@@ -1635,8 +1673,13 @@ class UnaryUnaryMethod(_Method[Req, Resp]):
                         receive_limit,
                     )
                     try:
-                        await call._send(request, end=True)
-                        # Opening and sending were checkpoints: none of its own here.
+                        # Opening and sending need not wait (stream quota was there,
+                        # a fresh stream has its write quota): then the wait for the
+                        # response is the call's one schedule point, and the task is
+                        # stepped twice a call, not four times (a step is a trip
+                        # through trio's scheduler; docs/wakeups.md, "Task steps per unary
+                        # call"). The cancellation check was made above.
+                        call._send_nowait(request)
                         if call._need_headers():
                             await call._wait_headers()
                         response: Resp = await call._single_response()
