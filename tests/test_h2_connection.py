@@ -44,7 +44,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
@@ -58,7 +57,7 @@ from hypothesis import given, settings, strategies as st
 from trio_h2t import _h2fixes
 from trio_h2t._h2fast import FastConnection
 from trio_h2t._h2fixes import FixedConnection
-from trio_h2t._h2state import make_h2_state
+from trio_h2t._h2state import h2_configuration, make_h2_state
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 # Frame types (RFC 9113 §6).
@@ -375,16 +374,7 @@ class Peer:
 
 def _stock(client_side: bool, values: dict[SettingCodes, int], header_list: int) -> Any:
     """Stock h2, configured as ``make_h2_state`` configures ours."""
-    conn = h2.connection.H2Connection(
-        h2.config.H2Configuration(
-            client_side=client_side,
-            header_encoding=None,
-            validate_inbound_headers=True,
-            normalize_inbound_headers=False,
-            validate_outbound_headers=False,
-            normalize_outbound_headers=False,
-        )
-    )
+    conn = h2.connection.H2Connection(h2_configuration(client_side))
     conn.local_settings = h2.settings.Settings(client=client_side, initial_values=values)
     conn.decoder.max_header_list_size = header_list
     return conn

@@ -59,6 +59,19 @@ H2State: TypeAlias = FixedConnection
 SPEED_LAYER = True
 
 
+def h2_configuration(client_side: bool) -> h2.config.H2Configuration:
+    """h2's configuration for our connections (what :func:`make_h2_state` passes, and
+    what the differential tests give stock h2, so the oracle is configured as ours)."""
+    return h2.config.H2Configuration(
+        client_side=client_side,
+        header_encoding=None,
+        validate_inbound_headers=True,
+        normalize_inbound_headers=False,
+        validate_outbound_headers=False,
+        normalize_outbound_headers=False,
+    )
+
+
 def make_h2_state(
     *,
     client_side: bool,
@@ -80,14 +93,7 @@ def make_h2_state(
     ``speed_layer`` (default :data:`SPEED_LAYER`) chooses ``_h2fast.FastConnection``
     over the correctness layer alone, ``_h2fixes.FixedConnection``.
     """
-    config = h2.config.H2Configuration(
-        client_side=client_side,
-        header_encoding=None,
-        validate_inbound_headers=True,
-        normalize_inbound_headers=False,
-        validate_outbound_headers=False,
-        normalize_outbound_headers=False,
-    )
+    config = h2_configuration(client_side)
     if speed_layer is None:
         speed_layer = SPEED_LAYER
     state = FastConnection(config) if speed_layer else FixedConnection(config)

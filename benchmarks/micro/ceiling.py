@@ -49,7 +49,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import h2.config
 import h2.connection
 import h2.events
 import h2.settings
@@ -80,15 +79,9 @@ def make_connection(state: str, *, client_side: bool, max_streams: int) -> Any:
             max_header_list_size=MAX_HEADER_LIST_SIZE,
             speed_layer=state == "trio_h2t",
         )
-    config = h2.config.H2Configuration(
-        client_side=client_side,
-        header_encoding=None,
-        validate_inbound_headers=True,
-        normalize_inbound_headers=False,
-        validate_outbound_headers=False,
-        normalize_outbound_headers=False,
-    )
-    conn = h2.connection.H2Connection(config=config)
+    from trio_h2t._h2state import h2_configuration
+
+    conn = h2.connection.H2Connection(config=h2_configuration(client_side))
     codes = h2.settings.SettingCodes
     initial: dict[h2.settings.SettingCodes, int] = {
         codes.MAX_CONCURRENT_STREAMS: max_streams,
