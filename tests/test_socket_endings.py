@@ -288,31 +288,66 @@ async def test_grpc_server_logs_nothing_for_a_request_read_after_its_connection_
 
 class CloseAfterReaderStep(trio.abc.Instrument):
     """Closes ``transport`` right after the step in which the reader task dispatched
-    the response headers of ``stream``: the reader is then runnable (it passed the
-    schedule point of its loop) but not waiting on the socket. In a real run trio
-    decides whether the task that closes runs before or after the reader; this
-    instrument takes the order that used to fail, every time."""
+    the response headers of ``stream``, before any other task runs.
+
+    Where that step ended at the reader's schedule point (it keeps a frame buffer
+    after a large read, so it checkpoints before its next read), the reader is
+    runnable but not waiting on the socket: in a real run trio decides whether the
+    task that closes runs before or after the reader; this instrument takes the order
+    that used to fail, every time. Where the step ended in the wait for the socket
+    (the buffer was dropped after a short read), the close comes from the next task's
+    step, as ``aclose`` from another task would: trio wakes the waiting reader with
+    ClosedResourceError (``notify_closing``), which it refuses from the closing task
+    itself.
+    """
 
     def __init__(self, transport: trio.SocketStream) -> None:
         self.transport = transport
         self.stream: H2Stream | None = None  # armed once set
+        self.due = False
         self.closed = False
+        self.reader_waited: int | None = None  # tasks waiting to read after its step
+        self.baseline = _tasks_waiting_read()
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
         stream = self.stream
         if self.closed or stream is None or task.name != "h2-reader" or stream._headers is None:
             return
+        # Besides trio's own, only the reader of this test's run waits on a socket
+        # (the peer's is a stdlib socket driven by hand).
+        self.reader_waited = _tasks_waiting_read() - self.baseline
+        if self.reader_waited:
+            self.due = True  # the reader waits on it: close from the next task's step
+        else:
+            self._close()
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self.due and not self.closed and task.name != "h2-reader":
+            self._close()
+
+    def _close(self) -> None:
         self.closed = True
         self.transport.socket.close()  # what aclose does first (notify_closing, close)
 
 
+def _tasks_waiting_read() -> int:
+    return trio.lowlevel.current_statistics().io_statistics.tasks_waiting_read
+
+
+@pytest.mark.parametrize(
+    "pad",
+    [0, 4 * 1024],
+    ids=["reader-waits-on-the-socket", "reader-between-reads"],
+)
 async def test_client_reader_sees_its_socket_closed_under_it(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, pad: int
 ) -> None:
     """The client's transport closed while its reader is between reads (runnable, not
-    waiting on the socket): the reader sees trio's ClosedResourceError, as
-    ``trio.SocketStream.receive_some`` would give it, and the connection ends as
-    lost; nothing is logged at WARNING or above.
+    waiting on the socket: the response headers came in a large read, so the reader
+    kept its frame buffer and checkpoints before its next read) or while it waits on
+    the socket (a short read, the usual case): the reader sees trio's
+    ClosedResourceError, as ``trio.SocketStream.receive_some`` would give it, and the
+    connection ends as lost; nothing is logged at WARNING or above.
 
     ``ClientConnection.aclose`` closes the transport so, once loopy has ended: the
     reader, woken by the server's last bytes, may not have run yet. It used to wait
@@ -321,6 +356,7 @@ async def test_client_reader_sees_its_socket_closed_under_it(
     a closed socket in the run raised ``BusyResourceError``).
     """
     caplog.set_level(logging.DEBUG, logger="trio_h2t")
+    response = RESPONSE_200 + ([(b"x-pad", b"p" * pad)] if pad else [])
     with trio.fail_after(LIMIT):
         async with tcp_pair() as (client_t, raw):
             closer = CloseAfterReaderStep(client_t)
@@ -333,12 +369,13 @@ async def test_client_reader_sees_its_socket_closed_under_it(
                         while stream.stream_id not in server.streams:
                             server.receive_data(await read_some(raw))
                         closer.stream = stream
-                        server.send_headers(stream.stream_id, RESPONSE_200)
+                        server.send_headers(stream.stream_id, response)
                         raw.send(server.data_to_send())
                         await stream.receive_headers()
                         with pytest.raises(ConnectionLostError) as info:
                             await stream.receive_some()
                     assert closer.closed
+                    assert closer.reader_waited == (0 if pad else 1)  # the case it names
                     assert isinstance(conn.error, ConnectionLostError)
                     assert isinstance(conn.error.__cause__, trio.ClosedResourceError)
                     assert info.value.__cause__ is conn.error

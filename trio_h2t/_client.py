@@ -272,13 +272,13 @@ class ClientConnection(metaclass=NoPublicConstructor):
         its stream; the caller must leave it (``await opener.__aexit__(...)``), as
         the ``async with`` block of :meth:`open_stream` would.
 
-        Checkpoint: never (synchronous).
+        Checkpoint: never (synchronous). Otherwise it raises as :meth:`open_stream`
+        and its entering do.
 
         Raises:
             trio.WouldBlock: entering would wait for stream quota (the server's
                 MAX_CONCURRENT_STREAMS is reached, or other tasks wait for it);
                 nothing was queued and no quota is held: use :meth:`open_stream`.
-            As :meth:`open_stream` and its entering otherwise.
         """
         opener = self._opener(headers, end_stream)
         return opener, opener.enter_nowait()
