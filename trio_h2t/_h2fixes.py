@@ -62,6 +62,13 @@ The patches, by kind (section markers in the code below use the same numbers):
    :data:`MAX_INFORMATIONAL` 1xx responses per stream (h2 allows any number, and
    each is kept for the application); one more resets the stream.
 
+Besides the numbered patches, two of h2's events are ours under other names, for
+the flood counts: an unknown frame (and a PRIORITY_UPDATE) is an
+:class:`IgnoredFrameReceived`, not h2's ``UnknownFrameReceived`` holding the frame,
+and an empty CONTINUATION or an ALTSVC frame adds one too; a PRIORITY frame is a
+:class:`PriorityFrameReceived`, not h2's ``PriorityUpdated``
+(``tests/test_h2_connection.py`` calls this entry 0 of its ``PATCHES`` table).
+
 Owner: the connection's tasks, each using it only between awaits. The reader calls
 ``receive_data`` (inside it h2 frames its ACKs and stream-error RST_STREAMs, and
 ``_header_list_too_large`` the 431 answer) and resets the streams it refuses;

@@ -353,10 +353,18 @@ async def test_stream_phase_connection_error(name: str, bad: bytes, code: ErrorC
 
     async def get_root_small_window(port: int) -> trio_h2t.Response:
         # The RFC's 64 KiB stream window, so 80 KiB of DATA overruns it (the default
-        # window is larger than what one send fits in before the client credits).
+        # window is larger than what one send fits in). The body is never read: a
+        # stream's window is credited as its data is read, and a client that read
+        # as the bytes came (``conn.request``) could credit enough before the last
+        # frames that they fit, and then wait for the rest of a body never sent.
         config = trio_h2t.TransportConfig(initial_window_size=65_535)
         async with trio_h2t.open_connection("127.0.0.1", port, config=config) as conn:
-            return await conn.request("GET", "/")
+            headers = conn.request_headers("GET", "/")
+            async with conn.open_stream(headers, end_stream=True) as stream:
+                await stream.receive_headers()
+                await conn.wait_not_accepting()  # the connection error ends it
+                assert conn.error is not None
+                raise conn.error
 
     small = name == "data-over-stream-window"
     outcome = await run_case(script, get_root_small_window if small else get_root)

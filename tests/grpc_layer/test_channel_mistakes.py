@@ -48,16 +48,20 @@ def _retry_config(backoff: str = "0.01s") -> dict[str, Any]:
 
 
 class Flaky:
-    """Each method fails UNAVAILABLE 'busy' ``failures`` times, then answers."""
+    """Each method fails UNAVAILABLE 'busy' ``failures`` times, then answers; with
+    ``pushback`` (milliseconds), each failure asks for that exact retry delay
+    (``grpc-retry-pushback-ms``) instead of the policy's random backoff."""
 
-    def __init__(self, failures: int = 2) -> None:
+    def __init__(self, failures: int = 2, pushback: str | None = None) -> None:
         self.failures = failures
+        self.pushback = pushback
         self.attempts = 0
 
     def _fail_first(self) -> None:
         self.attempts += 1
         if self.attempts <= self.failures:
-            raise grpc.RpcError(grpc.StatusCode.UNAVAILABLE, "busy")
+            trailing = [] if self.pushback is None else [("grpc-retry-pushback-ms", self.pushback)]
+            raise grpc.RpcError(grpc.StatusCode.UNAVAILABLE, "busy", trailing_metadata=trailing)
 
     async def echo(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         self._fail_first()
@@ -361,8 +365,10 @@ async def test_waiting_on_a_closed_channel_raises_closed_resource_error() -> Non
 
 async def test_deadline_during_a_backoff_names_the_attempts_and_the_last_status() -> None:
     """A deadline that ends a retry backoff gives DEADLINE_EXCEEDED whose details
-    count the attempts (grammatically) and keep the last attempt's status."""
-    flaky = Flaky(failures=5)
+    count the attempts (grammatically) and keep the last attempt's status. The server
+    asks for a 5 s delay (pushback): the policy's own backoff is uniform in [0, 5 s]
+    (gRFC A6), so it would retry before the deadline in 6 % of runs."""
+    flaky = Flaky(failures=5, pushback="5000")
     with trio.fail_after(LIMIT):
         async with (
             serving(flaky) as port,
