@@ -304,7 +304,6 @@ class CloseAfterReaderStep(trio.abc.Instrument):
     def __init__(self, transport: trio.SocketStream) -> None:
         self.transport = transport
         self.stream: H2Stream | None = None  # armed once set
-        self.due = False
         self.closed = False
         self.reader_waited: int | None = None  # tasks waiting to read after its step
         self.baseline = _tasks_waiting_read()
@@ -316,13 +315,11 @@ class CloseAfterReaderStep(trio.abc.Instrument):
         # Besides trio's own, only the reader of this test's run waits on a socket
         # (the peer's is a stdlib socket driven by hand).
         self.reader_waited = _tasks_waiting_read() - self.baseline
-        if self.reader_waited:
-            self.due = True  # the reader waits on it: close from the next task's step
-        else:
-            self._close()
+        if not self.reader_waited:
+            self._close()  # else it waits on the socket: closed from the next task's step
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        if self.due and not self.closed and task.name != "h2-reader":
+        if self.reader_waited and not self.closed and task.name != "h2-reader":
             self._close()
 
     def _close(self) -> None:

@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import trio
@@ -351,7 +352,7 @@ async def test_stream_phase_connection_error(name: str, bad: bytes, code: ErrorC
         await _handshake(peer)
         await peer.send(bad)
 
-    async def get_root_small_window(port: int) -> trio_h2t.Response:
+    async def get_root_small_window(port: int) -> NoReturn:
         # The RFC's 64 KiB stream window, so 80 KiB of DATA overruns it (the default
         # window is larger than what one send fits in). The body is never read: a
         # stream's window is credited as its data is read, and a client that read
